@@ -1,0 +1,332 @@
+"""add_reader / remove_reader / add_writer / remove_writer on raw descriptors."""
+
+import errno
+import os
+import socket
+import tempfile
+
+import pytest
+
+from _support import run_passes
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def test_reader_fires_with_args_when_data_arrives(loop, pair):
+    a, b = pair
+    got = []
+
+    def on_readable(sock, tag):
+        got.append((tag, sock.recv(100)))
+        loop.stop()
+
+    assert loop.add_reader(a.fileno(), on_readable, a, "tag") is None
+    loop.call_soon(b.send, b"ping")
+    loop.run_forever()
+    assert got == [("tag", b"ping")]
+    assert loop.remove_reader(a.fileno()) is True
+    assert loop.remove_reader(a.fileno()) is False
+
+
+def test_reader_is_level_triggered(loop, pair):
+    # asyncio's selector is level-triggered: data left unread keeps the
+    # descriptor readable, so the callback fires on every pass.
+    a, b = pair
+    calls = []
+
+    def on_readable():
+        calls.append(1)
+        if len(calls) == 3:
+            loop.remove_reader(a)
+            loop.stop()
+
+    b.send(b"unread")
+    loop.add_reader(a, on_readable)
+    loop.run_forever()
+    assert len(calls) == 3
+    assert a.recv(100) == b"unread"
+
+
+def test_reader_not_called_without_data(loop, pair):
+    a, _ = pair
+    calls = []
+    loop.add_reader(a.fileno(), calls.append, "spurious")
+    run_passes(loop, 5)
+    assert calls == []
+    assert loop.remove_reader(a.fileno()) is True
+
+
+def test_replacing_a_reader_keeps_only_the_new_one(loop, pair):
+    a, b = pair
+    calls = []
+
+    def new_reader():
+        calls.append("new")
+        a.recv(100)
+        loop.stop()
+
+    loop.add_reader(a.fileno(), calls.append, "old")
+    loop.add_reader(a.fileno(), new_reader)
+    b.send(b"x")
+    loop.run_forever()
+    assert calls == ["new"]
+
+
+def test_writer_fires_on_a_writable_socket(loop, pair):
+    a, _ = pair
+    got = []
+
+    def on_writable(tag):
+        got.append(tag)
+        assert loop.remove_writer(a.fileno()) is True
+        loop.stop()
+
+    assert loop.add_writer(a.fileno(), on_writable, "w") is None
+    loop.run_forever()
+    assert got == ["w"]
+    assert loop.remove_writer(a.fileno()) is False
+
+
+def test_reader_and_writer_on_one_fd_are_independent(loop, pair):
+    a, b = pair
+    events = []
+
+    def on_writable():
+        events.append("w")
+        loop.remove_writer(a.fileno())
+        b.send(b"now readable")
+
+    def on_readable():
+        events.append("r")
+        a.recv(100)
+        loop.stop()
+
+    loop.add_reader(a.fileno(), on_readable)
+    loop.add_writer(a.fileno(), on_writable)
+    loop.run_forever()
+    assert events == ["w", "r"]
+    assert loop.remove_writer(a.fileno()) is False
+    assert loop.remove_reader(a.fileno()) is True
+
+
+def test_removing_the_writer_keeps_the_reader(loop, pair):
+    a, b = pair
+    calls = []
+
+    def on_readable():
+        calls.append(a.recv(100))
+        loop.stop()
+
+    loop.add_writer(a.fileno(), calls.append, "writer must not run")
+    loop.add_reader(a.fileno(), on_readable)
+    assert loop.remove_writer(a.fileno()) is True
+    b.send(b"data")
+    loop.run_forever()
+    assert calls == [b"data"]
+
+
+def test_writer_waits_for_space_in_a_full_pipe(loop, pipe):
+    r, w = pipe
+    total = 0
+    while True:
+        try:
+            total += os.write(w, b"x" * 65536)
+        except BlockingIOError:
+            break
+    calls = []
+    loop.add_writer(w, calls.append, "writable")
+    run_passes(loop, 5)
+    assert calls == []
+
+    drained = 0
+    while drained < total:
+        drained += len(os.read(r, 1 << 20))
+
+    def check(left):
+        if calls or not left:
+            loop.stop()
+        else:
+            loop.call_soon(check, left - 1)
+
+    # The writer becomes ready once the pipe has room again; poll the loop
+    # (not the clock) until it does.
+    loop.call_soon(check, 10_000)
+    loop.run_forever()
+    assert calls and calls[0] == "writable"
+    assert loop.remove_writer(w) is True
+
+
+def test_pipe_reader_sees_eof(loop, pipe):
+    r, w = pipe
+    got = []
+
+    def on_readable():
+        data = os.read(r, 100)
+        got.append(data)
+        if not data:
+            loop.remove_reader(r)
+            loop.stop()
+
+    loop.add_reader(r, on_readable)
+    os.write(w, b"last words")
+    os.close(w)
+    loop.run_forever()
+    assert got == [b"last words", b""]
+
+
+def test_objects_with_fileno_are_accepted(loop, pair):
+    a, b = pair
+    got = []
+
+    def on_readable():
+        got.append(a.recv(100))
+        loop.stop()
+
+    loop.add_reader(a, on_readable)  # the socket object, not its number
+    b.send(b"obj")
+    loop.run_forever()
+    assert got == [b"obj"]
+    # Registered by object, removable by number (both name the same fd).
+    assert loop.remove_reader(a.fileno()) is True
+    assert loop.remove_reader(a) is False
+
+
+def test_custom_object_with_fileno(loop, pair):
+    a, b = pair
+
+    class Wrapper:
+        def fileno(self):
+            return a.fileno()
+
+    got = []
+    loop.add_reader(Wrapper(), lambda: (got.append(a.recv(10)), loop.stop()))
+    b.send(b"w")
+    loop.run_forever()
+    assert got == [b"w"]
+    assert loop.remove_reader(Wrapper()) is True
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("x", "Invalid file object: 'x'"),
+        (None, "Invalid file object: None"),
+        (1.5, "Invalid file object: 1.5"),
+        (-1, "Invalid file descriptor: -1"),
+    ],
+)
+@pytest.mark.parametrize("method", ["add_reader", "add_writer", "remove_reader", "remove_writer"])
+def test_invalid_file_objects_raise_value_error(loop, method, bad, message):
+    with pytest.raises(ValueError) as info:
+        if method.startswith("add"):
+            getattr(loop, method)(bad, lambda: None)
+        else:
+            getattr(loop, method)(bad)
+    assert str(info.value) == message
+
+
+def test_add_reader_on_a_closed_descriptor_raises_ebadf(loop):
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(OSError) as info:
+        loop.add_reader(r, lambda: None)
+    assert info.value.errno == errno.EBADF
+    assert loop.remove_reader(r) is False
+
+
+def test_add_reader_on_a_regular_file_is_refused(loop):
+    # Stock asyncio on Linux uses epoll, which refuses regular files (EPERM).
+    with tempfile.TemporaryFile() as f:
+        with pytest.raises(PermissionError) as info:
+            loop.add_reader(f.fileno(), lambda: None)
+        assert info.value.errno == errno.EPERM
+        assert loop.remove_reader(f.fileno()) is False
+
+
+def test_remove_unregistered_fd_returns_false(loop, pair):
+    a, _ = pair
+    assert loop.remove_reader(a.fileno()) is False
+    assert loop.remove_writer(a.fileno()) is False
+
+
+@pytest.mark.parametrize("method", ["add_reader", "add_writer"])
+def test_add_on_a_closed_loop_raises(loop, pair, method):
+    a, _ = pair
+    loop.close()
+    with pytest.raises(RuntimeError) as info:
+        getattr(loop, method)(a.fileno(), lambda: None)
+    assert str(info.value) == "Event loop is closed"
+
+
+@pytest.mark.parametrize("method", ["remove_reader", "remove_writer"])
+def test_remove_on_a_closed_loop_returns_false(loop, pair, method):
+    a, _ = pair
+    getattr(loop, method.replace("remove", "add"))(a.fileno(), lambda: None)
+    loop.close()
+    assert getattr(loop, method)(a.fileno()) is False
+
+
+def test_many_descriptors_at_once(loop):
+    pairs = [socket.socketpair() for _ in range(50)]
+    try:
+        seen = set()
+
+        def on_readable(i, sock):
+            sock.recv(10)
+            seen.add(i)
+            loop.remove_reader(sock.fileno())
+            if len(seen) == len(pairs):
+                loop.stop()
+
+        for i, (a, b) in enumerate(pairs):
+            a.setblocking(False)
+            loop.add_reader(a.fileno(), on_readable, i, a)
+        for _, b in reversed(pairs):
+            b.send(b"!")
+        loop.run_forever()
+        assert seen == set(range(len(pairs)))
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_reader_callback_exception_goes_to_handler_and_loop_continues(loop, pair):
+    a, b = pair
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    def bad_reader():
+        a.recv(10)
+        loop.remove_reader(a.fileno())
+        loop.call_soon(loop.stop)
+        raise ZeroDivisionError("reader")
+
+    loop.add_reader(a.fileno(), bad_reader)
+    b.send(b"x")
+    loop.run_forever()
+    assert len(contexts) == 1
+    assert isinstance(contexts[0]["exception"], ZeroDivisionError)
+    assert contexts[0]["message"].startswith("Exception in callback ")
