@@ -1,0 +1,50 @@
+//! Builds zloop's CPython extension (`zloop/_zloop.so`) for one interpreter,
+//! and runs the core's unit tests with no interpreter at all.
+//!
+//!   zig build -Dpython-include=DIR [-Doptimize=ReleaseFast] [-Dext-suffix=.so]
+//!   zig build test
+const std = @import("std");
+
+pub fn build(b: *std.Build) void {
+    const target = b.standardTargetOptions(.{});
+    const optimize = b.standardOptimizeOption(.{});
+
+    const core = b.createModule(.{
+        .root_source_file = b.path("src/core/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+
+    const core_tests = b.addTest(.{ .root_module = b.createModule(.{
+        .root_source_file = b.path("src/core/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    }) });
+    const test_step = b.step("test", "Run the core's unit tests (no Python needed)");
+    test_step.dependOn(&b.addRunArtifact(core_tests).step);
+
+    const python_include = b.option([]const u8, "python-include", "Python.h directory") orelse return;
+    // Zig 0.17 has no @cImport: Python.h is translated by the build system,
+    // once per interpreter (its include directory decides the ABI).
+    const translate = b.addTranslateC(.{
+        .root_source_file = b.path("src/python/python.h"),
+        .target = target,
+        .optimize = optimize,
+    });
+    translate.addSystemIncludePath(.{ .cwd_relative = python_include });
+
+    const ext = b.createModule(.{
+        .root_source_file = b.path("src/python/module.zig"),
+        .target = target,
+        .optimize = optimize,
+        .link_libc = true,
+    });
+    ext.addImport("c", translate.createModule());
+    ext.addImport("core", core);
+
+    const lib = b.addLibrary(.{ .name = "_zloop", .root_module = ext, .linkage = .dynamic });
+    // Symbols of libpython resolve against the interpreter at import time.
+    lib.linker_allow_shlib_undefined = true;
+    const install = b.addInstallFileWithDir(lib.getEmittedBin(), .lib, "_zloop.so");
+    b.getInstallStep().dependOn(&install.step);
+}

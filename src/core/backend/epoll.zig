@@ -1,0 +1,91 @@
+//! Linux readiness backend: level-triggered epoll.
+//!
+//! The reactor asks for interest per fd and receives `Event`s; nothing else
+//! about epoll leaks out. Level-triggered so that an event the reactor could
+//! not finish handling (a callback raised mid-batch) is simply reported again.
+const std = @import("std");
+const linux = std.os.linux;
+const sys = @import("../sys.zig");
+const api = @import("api.zig");
+
+pub const name = "epoll";
+
+pub const Backend = struct {
+    epfd: sys.fd_t,
+    buf: [max_events]linux.epoll_event = undefined,
+
+    const max_events = 256;
+
+    pub fn init() sys.Error!Backend {
+        return .{ .epfd = try sys.epoll_create() };
+    }
+
+    pub fn deinit(b: *Backend) void {
+        sys.close(b.epfd);
+        b.epfd = -1;
+    }
+
+    /// Moves `fd` from interest `old` to interest `new` (ADD, MOD or DEL).
+    pub fn setInterest(b: *Backend, fd: sys.fd_t, old: api.Interest, new: api.Interest) sys.Error!void {
+        if (old.none() and new.none()) return;
+        if (new.none()) {
+            sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_DEL, fd, 0) catch |err| switch (err) {
+                // The fd was closed before being unregistered: the kernel has
+                // already dropped it from the interest list, as asyncio's
+                // selector tolerates.
+                error.BadFd => {},
+                else => return if (sys.last_errno == @intFromEnum(linux.E.NOENT)) {} else err,
+            };
+            return;
+        }
+        var mask: u32 = 0;
+        if (new.read) mask |= linux.EPOLL.IN;
+        if (new.write) mask |= linux.EPOLL.OUT;
+        const op: u32 = if (old.none()) linux.EPOLL.CTL_ADD else linux.EPOLL.CTL_MOD;
+        sys.epoll_ctl(b.epfd, op, fd, mask) catch |err| {
+            // A stale registration survives when an fd was closed and its
+            // number reused without unregistering; fix it up in place.
+            if (op == linux.EPOLL.CTL_ADD and sys.last_errno == @intFromEnum(linux.E.EXIST)) {
+                return sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_MOD, fd, mask);
+            }
+            if (op == linux.EPOLL.CTL_MOD and sys.last_errno == @intFromEnum(linux.E.NOENT)) {
+                return sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_ADD, fd, mask);
+            }
+            return err;
+        };
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever) and returns the ready events.
+    pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
+        const want = @min(out.len, max_events);
+        const n = try sys.epoll_wait(b.epfd, b.buf[0..want], timeout_ms);
+        for (b.buf[0..n], out[0..n]) |ev, *o| {
+            const err_bits = linux.EPOLL.ERR | linux.EPOLL.HUP;
+            o.* = .{
+                .fd = ev.data.fd,
+                // An error or hang-up wakes both directions, as the selector
+                // module reports them, so the callback discovers the error.
+                .readable = ev.events & (linux.EPOLL.IN | err_bits) != 0,
+                .writable = ev.events & (linux.EPOLL.OUT | err_bits) != 0,
+            };
+        }
+        return n;
+    }
+};
+
+test "epoll reports a readable eventfd" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    try b.setInterest(fd, .{}, .{ .read = true });
+    var out: [8]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    var one: u64 = 1;
+    _ = try sys.write(fd, std.mem.asBytes(&one));
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(fd, out[0].fd);
+    try std.testing.expect(out[0].readable);
+    try b.setInterest(fd, .{ .read = true }, .{});
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+}

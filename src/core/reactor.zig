@@ -1,0 +1,341 @@
+//! The scheduler: ready queue, timer heap, fd watchers and `runOnce`, the
+//! one place where callbacks are actually called (as
+//! `asyncio.base_events._run_once`). Pure Zig: the CPython adapter plugs in
+//! through `Callback`, `IoWatcher` and `Hooks` and owns every reference.
+const std = @import("std");
+const sys = @import("sys.zig");
+const backend = @import("backend.zig");
+const RingQueue = @import("queue.zig").RingQueue;
+const timer_heap = @import("timer_heap.zig");
+
+pub const Interest = backend.api.Interest;
+pub const Event = backend.api.Event;
+pub const Timer = timer_heap.Timer;
+
+/// Raised out of `runOnce` when a callback must abort the loop (in CPython
+/// terms: KeyboardInterrupt or SystemExit, or a failing signal check).
+pub const RunError = error{Aborted};
+pub const Error = sys.Error || error{OutOfMemory};
+
+/// Something that can sit in the ready queue.
+pub const Callback = struct {
+    run: *const fn (*Callback) RunError!void,
+};
+
+/// Interest in one fd. The reactor never owns watchers; it finds them by fd
+/// at dispatch time, so a watcher removed by an earlier callback in the same
+/// batch is simply skipped.
+pub const IoWatcher = struct {
+    fd: sys.fd_t,
+    interest: Interest = .{},
+    on_ready: *const fn (*IoWatcher, Event) RunError!void,
+};
+
+/// Adapter hooks around the blocking wait (the CPython adapter releases and
+/// re-takes the GIL here) and on an interrupted wait (signal check).
+pub const Hooks = struct {
+    ctx: *anyopaque,
+    before_wait: *const fn (*anyopaque) void,
+    after_wait: *const fn (*anyopaque) void,
+    on_interrupt: *const fn (*anyopaque) RunError!void,
+};
+
+pub const Reactor = struct {
+    gpa: std.mem.Allocator,
+    backend: backend.Backend,
+    ready: RingQueue(*Callback) = .{},
+    timers: timer_heap.TimerHeap = .{},
+    watchers: std.ArrayList(?*IoWatcher) = .empty,
+    events: [256]Event = undefined,
+    wake_fd: sys.fd_t,
+    wake_pending: std.atomic.Value(bool) = .init(false),
+    stopping: bool = false,
+    /// As `loop._clock_resolution`: timers due within it fire this pass.
+    clock_resolution_s: f64 = 1e-9,
+    hooks: ?Hooks = null,
+
+    pub fn init(gpa: std.mem.Allocator) Error!Reactor {
+        var b = try backend.Backend.init();
+        errdefer b.deinit();
+        const wake_fd = try sys.eventfd();
+        errdefer sys.close(wake_fd);
+        try b.setInterest(wake_fd, .{}, .{ .read = true });
+        return .{ .gpa = gpa, .backend = b, .wake_fd = wake_fd };
+    }
+
+    /// Frees the reactor's own memory. The adapter must have drained the
+    /// ready queue, the timers and its watchers first (it owns them).
+    pub fn deinit(r: *Reactor) void {
+        r.ready.deinit(r.gpa);
+        r.timers.deinit(r.gpa);
+        r.watchers.deinit(r.gpa);
+        sys.close(r.wake_fd);
+        r.backend.deinit();
+    }
+
+    pub fn now_s(r: *const Reactor) f64 {
+        _ = r;
+        return sys.monotonic_s();
+    }
+
+    /// Queues `cb` for the next pass (or this one, if called while
+    /// dispatching I/O). Not thread-safe on its own: callers hold the GIL.
+    pub fn callSoon(r: *Reactor, cb: *Callback) error{OutOfMemory}!void {
+        try r.ready.push(r.gpa, cb);
+    }
+
+    pub fn readyCount(r: *const Reactor) usize {
+        return r.ready.len;
+    }
+
+    /// Pops a queued callback without running it (for close()).
+    pub fn popReady(r: *Reactor) ?*Callback {
+        return r.ready.pop();
+    }
+
+    /// Wakes a blocked `runOnce` from any thread. Writes the eventfd at most
+    /// once until the loop has drained it, so a burst of threadsafe calls
+    /// costs one syscall.
+    pub fn wake(r: *Reactor) void {
+        if (r.wake_pending.swap(true, .acq_rel)) return;
+        const one: u64 = 1;
+        _ = sys.write(r.wake_fd, std.mem.asBytes(&one)) catch {};
+    }
+
+    pub fn addTimer(r: *Reactor, t: *Timer) error{OutOfMemory}!void {
+        try r.timers.insert(r.gpa, t);
+    }
+
+    pub fn cancelTimer(r: *Reactor, t: *Timer) void {
+        if (t.queued()) r.timers.remove(t);
+    }
+
+    pub fn popTimer(r: *Reactor) ?*Timer {
+        return r.timers.pop();
+    }
+
+    pub fn timerCount(r: *const Reactor) usize {
+        return r.timers.count();
+    }
+
+    pub fn watcherFor(r: *const Reactor, fd: sys.fd_t) ?*IoWatcher {
+        if (fd < 0 or @as(usize, @intCast(fd)) >= r.watchers.items.len) return null;
+        return r.watchers.items[@intCast(fd)];
+    }
+
+    /// Registers `w` under its fd (replacing nothing: one watcher per fd).
+    pub fn attach(r: *Reactor, w: *IoWatcher) error{OutOfMemory}!void {
+        std.debug.assert(w.fd >= 0);
+        const i: usize = @intCast(w.fd);
+        if (i >= r.watchers.items.len) {
+            const old_len = r.watchers.items.len;
+            try r.watchers.resize(r.gpa, @max(i + 1, old_len * 2, 64));
+            @memset(r.watchers.items[old_len..], null);
+        }
+        std.debug.assert(r.watchers.items[i] == null);
+        r.watchers.items[i] = w;
+    }
+
+    /// Drops `w` from the table and from the kernel's interest list.
+    pub fn detach(r: *Reactor, w: *IoWatcher) void {
+        std.debug.assert(r.watcherFor(w.fd) == w);
+        r.setInterest(w, .{}) catch {};
+        r.watchers.items[@intCast(w.fd)] = null;
+    }
+
+    pub fn setInterest(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
+        if (@as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest))) return;
+        try r.backend.setInterest(w.fd, w.interest, interest);
+        w.interest = interest;
+    }
+
+    /// How long the next wait may block, in ms (-1: until an event).
+    fn timeoutMs(r: *const Reactor) i32 {
+        if (r.ready.len > 0 or r.stopping) return 0;
+        const next = r.timers.peek() orelse return -1;
+        const delay_s = next.when_s - sys.monotonic_s();
+        if (delay_s <= 0) return 0;
+        // Round up, as asyncio's selector does, so a timer never wakes early
+        // only to sleep again for 0 ms; cap to stay inside i32.
+        const ms = @ceil(delay_s * 1000.0);
+        return if (ms > 86_400_000.0) 86_400_000 else @intFromFloat(ms);
+    }
+
+    fn wait(r: *Reactor, timeout_ms: i32) RunError!usize {
+        const blocking = timeout_ms != 0;
+        if (blocking) if (r.hooks) |h| h.before_wait(h.ctx);
+        const result = r.backend.poll(timeout_ms, &r.events);
+        if (blocking) if (r.hooks) |h| h.after_wait(h.ctx);
+        return result catch |err| switch (err) {
+            error.Interrupted => {
+                if (r.hooks) |h| try h.on_interrupt(h.ctx);
+                return 0;
+            },
+            // Anything else means the backend itself is broken; there is
+            // nothing to dispatch, and spinning would hide it, so abort.
+            else => error.Aborted,
+        };
+    }
+
+    fn drainWake(r: *Reactor) void {
+        var buf: u64 = 0;
+        _ = sys.read(r.wake_fd, std.mem.asBytes(&buf)) catch {};
+        r.wake_pending.store(false, .release);
+    }
+
+    /// One pass: wait for I/O (or not, if work is ready), dispatch it, move
+    /// due timers to the ready queue, then run exactly the callbacks that
+    /// were ready at that point. Callbacks queued meanwhile wait for the
+    /// next pass, as in `asyncio.base_events._run_once`.
+    pub fn runOnce(r: *Reactor) (RunError || error{OutOfMemory})!void {
+        const n = try r.wait(r.timeoutMs());
+        for (r.events[0..n]) |ev| {
+            if (ev.fd == r.wake_fd) {
+                r.drainWake();
+                continue;
+            }
+            const w = r.watcherFor(ev.fd) orelse continue;
+            try w.on_ready(w, ev);
+        }
+        const end_s = sys.monotonic_s() + r.clock_resolution_s;
+        while (r.timers.peek()) |t| {
+            if (t.when_s >= end_s) break;
+            r.timers.remove(t);
+            const cb: *Callback = timerCallback(t);
+            try r.ready.push(r.gpa, cb);
+        }
+        var todo = r.ready.len;
+        while (todo > 0) : (todo -= 1) {
+            const cb = r.ready.pop().?;
+            try cb.run(cb);
+        }
+    }
+
+    /// Runs passes until `stopping` is set, then clears it.
+    pub fn runForever(r: *Reactor) (RunError || error{OutOfMemory})!void {
+        defer r.stopping = false;
+        while (true) {
+            try r.runOnce();
+            if (r.stopping) break;
+        }
+    }
+};
+
+/// A timer and the callback it queues when due, kept side by side so the
+/// reactor can move a due timer to the ready queue without allocating.
+pub const TimerEntry = struct {
+    timer: Timer = .{},
+    callback: Callback,
+};
+
+fn timerCallback(t: *Timer) *Callback {
+    const entry: *TimerEntry = @fieldParentPtr("timer", t);
+    return &entry.callback;
+}
+
+// ---------------------------------------------------------------- tests
+
+const Probe = struct {
+    cb: Callback = .{ .run = run },
+    log: *std.ArrayList(u32),
+    id: u32,
+    reactor: *Reactor,
+    requeue: bool = false,
+    stop: bool = false,
+
+    fn run(cb: *Callback) RunError!void {
+        const p: *Probe = @fieldParentPtr("cb", cb);
+        p.log.append(std.testing.allocator, p.id) catch return error.Aborted;
+        if (p.requeue) {
+            p.requeue = false;
+            p.reactor.callSoon(&p.cb) catch return error.Aborted;
+        }
+        if (p.stop) p.reactor.stopping = true;
+    }
+};
+
+test "callbacks run FIFO; those queued during a pass wait for the next" {
+    var r = try Reactor.init(std.testing.allocator);
+    defer r.deinit();
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    var a: Probe = .{ .log = &log, .id = 1, .reactor = &r, .requeue = true };
+    var b: Probe = .{ .log = &log, .id = 2, .reactor = &r };
+    try r.callSoon(&a.cb);
+    try r.callSoon(&b.cb);
+    try r.runOnce();
+    try std.testing.expectEqualSlices(u32, &.{ 1, 2 }, log.items);
+    try r.runOnce();
+    try std.testing.expectEqualSlices(u32, &.{ 1, 2, 1 }, log.items);
+}
+
+const TimerProbe = struct {
+    entry: TimerEntry = .{ .callback = .{ .run = run } },
+    log: *std.ArrayList(u32),
+    id: u32,
+    reactor: *Reactor,
+    stop: bool = false,
+
+    fn run(cb: *Callback) RunError!void {
+        const entry: *TimerEntry = @fieldParentPtr("callback", cb);
+        const p: *TimerProbe = @fieldParentPtr("entry", entry);
+        p.log.append(std.testing.allocator, p.id) catch return error.Aborted;
+        if (p.stop) p.reactor.stopping = true;
+    }
+};
+
+test "due timers fire in deadline order; cancelled ones never; stop ends runForever" {
+    var r = try Reactor.init(std.testing.allocator);
+    defer r.deinit();
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    const now = r.now_s();
+    var late: TimerProbe = .{ .log = &log, .id = 2, .reactor = &r, .stop = true };
+    var early: TimerProbe = .{ .log = &log, .id = 1, .reactor = &r };
+    var gone: TimerProbe = .{ .log = &log, .id = 3, .reactor = &r };
+    late.entry.timer.when_s = now + 0.002;
+    early.entry.timer.when_s = now + 0.001;
+    gone.entry.timer.when_s = now;
+    try r.addTimer(&late.entry.timer);
+    try r.addTimer(&early.entry.timer);
+    try r.addTimer(&gone.entry.timer);
+    r.cancelTimer(&gone.entry.timer);
+    try std.testing.expectEqual(@as(usize, 2), r.timerCount());
+    try r.runForever();
+    try std.testing.expectEqualSlices(u32, &.{ 1, 2 }, log.items);
+    try std.testing.expect(r.now_s() >= now + 0.002);
+    try std.testing.expect(!r.stopping);
+}
+
+test "wake from another thread unblocks an infinite wait" {
+    var r = try Reactor.init(std.testing.allocator);
+    defer r.deinit();
+    const t = try std.Thread.spawn(.{}, Reactor.wake, .{&r});
+    try r.runOnce();
+    t.join();
+    try std.testing.expect(!r.wake_pending.load(.acquire));
+}
+
+test "an fd watcher sees readiness" {
+    var r = try Reactor.init(std.testing.allocator);
+    defer r.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady } };
+    try r.attach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true });
+    var one: u64 = 1;
+    _ = try sys.write(fd, std.mem.asBytes(&one));
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
+    r.detach(&w.w);
+    try std.testing.expect(r.watcherFor(fd) == null);
+}
