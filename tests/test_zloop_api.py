@@ -1,0 +1,132 @@
+"""zloop's own API (no asyncio counterpart): every test here is zloop_only.
+
+These take the ``zloop_module`` fixture: they skip when ZLOOP_TEST_LOOPS
+leaves zloop out, and fail (not skip) when zloop is requested but broken.
+"""
+
+import asyncio
+import warnings
+
+import pytest
+
+from _support import PY
+
+pytestmark = pytest.mark.zloop_only
+
+
+async def _which_loop():
+    await asyncio.sleep(0)
+    return asyncio.get_running_loop()
+
+
+def test_new_event_loop_returns_a_zloop_loop(zloop_module):
+    lp = zloop_module.new_event_loop()
+    try:
+        assert isinstance(lp, zloop_module.Loop)
+        assert isinstance(lp, asyncio.AbstractEventLoop)
+        assert not lp.is_running() and not lp.is_closed()
+        assert lp.run_until_complete(_which_loop()) is lp
+    finally:
+        lp.close()
+    assert lp.is_closed()
+
+
+def test_loop_class_is_an_abstract_event_loop(zloop_module):
+    assert issubclass(zloop_module.Loop, asyncio.AbstractEventLoop)
+
+
+def test_loop_class_can_be_instantiated_directly(zloop_module):
+    lp = zloop_module.Loop()
+    try:
+        assert lp.run_until_complete(asyncio.sleep(0, result="direct")) == "direct"
+    finally:
+        lp.close()
+
+
+def test_each_new_event_loop_is_distinct(zloop_module):
+    a, b = zloop_module.new_event_loop(), zloop_module.new_event_loop()
+    try:
+        assert a is not b
+    finally:
+        a.close()
+        b.close()
+
+
+def test_event_loop_policy_makes_zloop_loops(zloop_module):
+    policy = zloop_module.EventLoopPolicy()
+    assert isinstance(policy, asyncio.AbstractEventLoopPolicy)
+    lp = policy.new_event_loop()
+    try:
+        assert isinstance(lp, zloop_module.Loop)
+    finally:
+        lp.close()
+
+
+def test_run_runs_a_coroutine_on_a_zloop_loop(zloop_module):
+    seen = {}
+
+    async def main():
+        lp = await _which_loop()
+        seen["loop"] = lp
+        return "result"
+
+    assert zloop_module.run(main()) == "result"
+    assert isinstance(seen["loop"], zloop_module.Loop)
+    assert seen["loop"].is_closed()
+
+
+def test_run_propagates_exceptions(zloop_module):
+    async def main():
+        raise LookupError("from main")
+
+    with pytest.raises(LookupError, match="from main"):
+        zloop_module.run(main())
+
+
+def test_run_debug_flag(zloop_module):
+    async def main():
+        return asyncio.get_running_loop().get_debug()
+
+    assert zloop_module.run(main(), debug=True) is True
+
+
+def test_run_inside_a_running_loop_raises(zloop_module):
+    async def outer():
+        inner = _which_loop()
+        try:
+            zloop_module.run(inner)
+        finally:
+            inner.close()
+
+    with pytest.raises(RuntimeError):
+        zloop_module.run(outer())
+
+
+@pytest.mark.skipif(PY >= (3, 14), reason="event loop policies are deprecated from 3.14")
+def test_install_sets_the_policy(zloop_module):
+    old = asyncio.get_event_loop_policy()
+    try:
+        with warnings.catch_warnings():
+            # install() may warn that zloop.run() is preferred.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            zloop_module.install()
+        assert isinstance(asyncio.get_event_loop_policy(), zloop_module.EventLoopPolicy)
+        lp = asyncio.new_event_loop()
+        try:
+            assert isinstance(lp, zloop_module.Loop)
+        finally:
+            lp.close()
+        assert isinstance(asyncio.run(_which_loop()), zloop_module.Loop)
+    finally:
+        asyncio.set_event_loop_policy(old)
+
+
+@pytest.mark.skipif(PY < (3, 12), reason="asyncio.run(loop_factory=) is new in 3.12")
+def test_asyncio_run_with_zloop_factory(zloop_module):
+    lp = asyncio.run(_which_loop(), loop_factory=zloop_module.new_event_loop)
+    assert isinstance(lp, zloop_module.Loop)
+
+
+def test_public_names(zloop_module):
+    for name in ("new_event_loop", "Loop", "EventLoopPolicy", "run", "install"):
+        assert hasattr(zloop_module, name), name
