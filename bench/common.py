@@ -1,0 +1,239 @@
+"""Helpers shared by the benchmark drivers: processes, CPU accounting, results.
+
+Standard library only; runs in the orchestrating Python (bench/run.py), never
+in the Python under test.
+"""
+
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import loops
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+CACHE_DIR = os.path.join(BENCH_DIR, ".cache")
+# Children run here, never in the repository root: a Python started there puts
+# the source tree's zloop/ (no compiled engine in it) ahead of the installed
+# package on sys.path.
+CHILD_CWD = BENCH_DIR
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+
+
+class PreconditionError(Exception):
+    """Something the benchmark needs is absent; the message says how to fix it."""
+
+
+# --- the Python under test ------------------------------------------------
+
+PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import loops
+out = {}
+for name in sys.argv[2].split(","):
+    try:
+        loops.factory(name)
+        out[name] = {"version": loops.version(name)}
+    except loops.LoopMissing as exc:
+        out[name] = {"missing": str(exc)}
+print(json.dumps({"python": sys.version.split()[0], "executable": sys.executable,
+                  "loops": out}))
+"""
+
+
+def probe_loops(python, names):
+    """Ask `python` which of `names` it can import: {name: {version|missing}}."""
+    proc = subprocess.run(
+        [python, "-c", PROBE, BENCH_DIR, ",".join(names)],
+        capture_output=True, text=True, timeout=120, cwd=CHILD_CWD,
+    )
+    if proc.returncode != 0:
+        raise PreconditionError(
+            "%s could not run the loop probe:\n%s" % (python, proc.stderr.strip())
+        )
+    return json.loads(proc.stdout)
+
+
+# --- processes, cores, CPU time -------------------------------------------
+
+def cpus():
+    """The CPUs this process may run on, sorted."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def pin(cpu):
+    """A preexec_fn that pins the child to one CPU (None: leave it free)."""
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port, proc, timeout_s=20.0):
+    """Wait until something accepts on 127.0.0.1:port; fail if proc died first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with status %s before listening" % proc.returncode)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not listen on port %d within %.0f s" % (port, timeout_s))
+
+
+def cpu_ns(pid):
+    """CPU time (user + system) that process `pid` has used so far, in ns.
+
+    Sums /proc/<pid>/task/*/schedstat (ns resolution) over the threads alive
+    now; /proc/<pid>/stat counts in clock ticks (10 ms), too coarse for a few
+    seconds of load.  A thread that exited between two reads would be lost,
+    which is why the result is cross-checked against stat's ticks.
+    """
+    total = 0
+    task_dir = "/proc/%d/task" % pid
+    for tid in os.listdir(task_dir):
+        try:
+            with open(os.path.join(task_dir, tid, "schedstat")) as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended while we listed
+            pass
+    return total
+
+
+def cpu_ticks_ns(pid):
+    """utime + stime of the whole thread group from /proc/<pid>/stat, in ns."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def stop(proc):
+    """Kill a server we started and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+# --- statistics and results -----------------------------------------------
+
+def summarize(samples, higher_is_better=True):
+    """Median, best and spread of a list of numbers."""
+    if not samples:
+        return {}
+    best = max(samples) if higher_is_better else min(samples)
+    return {
+        "median": statistics.median(samples),
+        "best": best,
+        "min": min(samples),
+        "max": max(samples),
+        "n": len(samples),
+    }
+
+
+def machine_info(python_info):
+    """What a reader needs to judge the figures: host, Python, load."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", REPO_DIR, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()
+    except OSError:
+        rev = ""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git": rev,
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "python": python_info["python"],
+        "python_executable": python_info["executable"],
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+    }
+
+
+def write_results(suite, doc, markdown):
+    """Write results/<suite>-<stamp>.json and .md; return the two paths."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(RESULTS_DIR, "%s-%s" % (suite, stamp))
+    tmp = base + ".json.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, base + ".json")
+    with open(base + ".md", "w") as f:
+        f.write(markdown)
+    return base + ".json", base + ".md"
+
+
+def fmt(value, digits=3):
+    """A number for a table: 3 significant digits, thousands as k / M."""
+    if value is None:
+        return "—"
+    for div, suffix in ((1e6, " M"), (1e3, " k")):
+        if abs(value) >= div:
+            return "%.*g%s" % (digits, value / div, suffix)
+    return "%.*g" % (digits, value)
+
+
+def ratio_table(rows, names, key, baseline, value_title, higher_is_better=True):
+    """A Markdown table: one row per benchmark, per loop the median and ratio.
+
+    rows: [{"bench": str, "loops": {name: {"status", key: summary}}}].  A loop
+    that is missing or failed shows as such: it is never left out.
+    """
+    head = "| %s | %s |" % (value_title, " | ".join(names))
+    lines = [head, "|" + "---|" * (len(names) + 1)]
+    for row in rows:
+        base = row["loops"].get(baseline, {})
+        base_med = base.get(key, {}).get("median") if base.get("status") == "ok" else None
+        cells = []
+        for name in names:
+            entry = row["loops"].get(name, {"status": "not run"})
+            if entry.get("status") != "ok":
+                cells.append(entry.get("status", "?"))
+                continue
+            med = entry[key]["median"]
+            cell = fmt(med)
+            if base_med:
+                ratio = med / base_med if higher_is_better else base_med / med
+                cell += " (%.2f×)" % ratio
+            cells.append(cell)
+        lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
+def missing_section(python_info, names):
+    """Markdown lines naming each requested loop that is not installed."""
+    out = []
+    for name in names:
+        info = python_info["loops"].get(name, {})
+        if "missing" in info:
+            out.append("- **%s: MISSING** — %s\n" % (name, info["missing"]))
+    return "".join(out)

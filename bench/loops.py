@@ -1,0 +1,84 @@
+"""The event loops that the benchmarks compare, and how each one is loaded.
+
+Standard library only: this module is imported both by the orchestrator
+(bench/run.py, any Python) and by the per-loop child processes (the Python
+under test, usually the private .venv-bench interpreter).
+"""
+
+import asyncio
+import importlib
+
+# name -> (module, factory attribute, uvicorn --loop value).  Every factory is
+# a zero-argument callable that returns a fresh, unstarted event loop.
+LOOPS = {
+    # The stock selector loop, named explicitly so that an installed policy
+    # (ours, in the echo launcher) can never redirect it.
+    "asyncio": ("asyncio", "SelectorEventLoop", "asyncio"),
+    "uvloop": ("uvloop", "new_event_loop", "uvloop"),
+    "rloop": ("rloop", "new_event_loop", "rloop:new_event_loop"),
+    "zloop": ("zloop", "new_event_loop", "zloop:new_event_loop"),
+}
+
+# Exit status a child uses to say "this loop is not installed", so that the
+# orchestrator can report the loop as missing instead of failed.
+EXIT_MISSING = 3
+
+
+class LoopMissing(Exception):
+    """The loop's module cannot be imported or lacks its factory."""
+
+
+def parse_names(text):
+    """Split a comma-separated --loops value, rejecting unknown names."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in LOOPS]
+    if unknown:
+        raise ValueError(
+            "unknown loop(s) %s; choose from %s" % (", ".join(unknown), ", ".join(LOOPS))
+        )
+    return names
+
+
+def factory(name):
+    """Return the loop factory for `name`, or raise LoopMissing saying why."""
+    module_name, attr, _ = LOOPS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise LoopMissing("%s: %s: %s" % (name, type(exc).__name__, exc)) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise LoopMissing("%s: %s has no attribute %s" % (name, module_name, attr)) from exc
+
+
+def version(name):
+    """The installed version of the loop's distribution, or the Python version."""
+    module_name = LOOPS[name][0]
+    if module_name == "asyncio":
+        import sys
+
+        return "python " + sys.version.split()[0]
+    try:
+        from importlib import metadata
+
+        return metadata.version(module_name)
+    except Exception:  # a source checkout on sys.path has no metadata
+        module = importlib.import_module(module_name)
+        return getattr(module, "__version__", "unknown")
+
+
+def install_policy(name):
+    """Make asyncio.new_event_loop() (and so asyncio.run) build `name`'s loop.
+
+    Public API only: a default-policy subclass whose new_event_loop() calls the
+    factory.  The script that runs afterwards is not modified in any way.
+    """
+    make_loop = factory(name)
+
+    class BenchPolicy(asyncio.DefaultEventLoopPolicy):
+        def new_event_loop(self):
+            return make_loop()
+
+    asyncio.set_event_loop_policy(BenchPolicy())
+    return make_loop
