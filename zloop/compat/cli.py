@@ -1,0 +1,327 @@
+"""Command line: ``python -m zloop.compat {list,fetch,run,diff,table}``.
+
+``run SUITE --loop L`` is the whole job: fetch and verify the pin, install the
+pinned test requirements, run the suite on loop L through ``zloop.testing``,
+check that the swap took effect, and (for a loop other than asyncio) diff
+against a stock-asyncio run of the same suite on the same Python, running
+that baseline first when none is cached. Exit status 0 means: the swap took
+effect and every difference from asyncio is listed, and every listed one
+still differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+from zloop.compat import fetch, report
+from zloop.compat.suites import Suite, SuiteError, default_compat_dir, load_suite, suite_names
+
+LOOPS = ("asyncio", "uvloop", "zloop")
+BACKENDS = ("epoll", "io_uring")
+# The uvloop that --loop uvloop runs on: the reference a user compares against.
+UVLOOP_PIN = "uvloop==0.23.0"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (SuiteError, subprocess.CalledProcessError, FileNotFoundError) as exc:
+        print(f"compat: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m zloop.compat", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compat-dir", type=Path, default=None,
+                        help="directory of suite definitions (default: ./compat)")
+    sub = parser.add_subparsers(required=True, dest="command")
+
+    p = sub.add_parser("list", help="list the suites and their pins")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("fetch", help="fetch and verify a suite's sdist")
+    p.add_argument("suite")
+    p.set_defaults(func=_cmd_fetch)
+
+    p = sub.add_parser("run", help="run a suite on a loop and diff it against asyncio")
+    p.add_argument("suite")
+    p.add_argument("--loop", choices=LOOPS, default="zloop")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="zloop backend, passed as ZLOOP_BACKEND")
+    p.add_argument("--no-install", action="store_true",
+                   help="do not pip-install the pinned test requirements")
+    p.add_argument("--rebaseline", action="store_true",
+                   help="rerun the stock-asyncio baseline even if one is cached")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the diff against asyncio (no pass/fail on differences)")
+    p.add_argument("--jobs", "-n", type=int, default=None, help="pytest-xdist workers")
+    p.add_argument("--timeout", type=int, default=None, help="per-test timeout, seconds")
+    p.add_argument("--record", action="store_true",
+                   help="add this run's summary to compat/results.json and docs/compat.md")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("diff", help="diff two zloop.testing reports of the same suite")
+    p.add_argument("suite")
+    p.add_argument("baseline", type=Path)
+    p.add_argument("target", type=Path)
+    p.set_defaults(func=_cmd_diff)
+
+    p = sub.add_parser("table", help="print (or --write) the compatibility table")
+    p.add_argument("--write", action="store_true",
+                   help="merge cached summaries into compat/results.json and docs/compat.md")
+    p.set_defaults(func=_cmd_table)
+    return parser
+
+
+def _compat_dir(args: argparse.Namespace) -> Path:
+    return (args.compat_dir or default_compat_dir()).resolve()
+
+
+def _cache_dir(compat_dir: Path) -> Path:
+    return Path(os.environ.get("ZLOOP_COMPAT_CACHE", compat_dir / ".cache")).resolve()
+
+
+def _python_tag() -> str:
+    return "{}.{}".format(*sys.version_info[:2])
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    compat_dir = _compat_dir(args)
+    for name in suite_names(compat_dir):
+        suite = load_suite(compat_dir, name)
+        print(f"{name:15} {suite.pin:28} {suite.description}")
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    compat_dir = _compat_dir(args)
+    suite = load_suite(compat_dir, args.suite)
+    root = _prepare_tree(suite, _cache_dir(compat_dir))
+    print(root)
+    return 0
+
+
+def _prepare_tree(suite: Suite, cache_dir: Path) -> Path:
+    """Return the directory pytest runs in (its rootdir)."""
+    if suite.source == "stdlib":
+        return Path(sysconfig.get_paths()["stdlib"])
+    archive = fetch.fetch_sdist(suite, cache_dir)
+    return fetch.extract_sdist(suite, archive, cache_dir)
+
+
+def _result_path(cache_dir: Path, suite: Suite, loop: str, backend: str | None) -> Path:
+    name = loop if not backend else f"{loop}-{backend}"
+    return cache_dir / "results" / suite.name / f"py{_python_tag()}" / f"{name}.json"
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    compat_dir = _compat_dir(args)
+    cache_dir = _cache_dir(compat_dir)
+    suite = load_suite(compat_dir, args.suite)
+    if args.backend and args.loop != "zloop":
+        print("compat: --backend applies to zloop only", file=sys.stderr)
+        return 2
+    root = _prepare_tree(suite, cache_dir)
+    if not args.no_install:
+        extra = [UVLOOP_PIN] if args.loop == "uvloop" else []
+        fetch.install_requirements(suite.requirements, extra)
+        if suite.install_sdist:
+            fetch.install_sdist(fetch.fetch_sdist(suite, cache_dir))
+    run_root = _run_root(suite, root, cache_dir)
+
+    baseline = None
+    if args.loop != "asyncio" and not args.no_baseline:
+        base_path = _result_path(cache_dir, suite, "asyncio", None)
+        if args.rebaseline or not _fresh_baseline(base_path, suite):
+            print(f"compat: running the stock-asyncio baseline of {suite.name} first",
+                  flush=True)
+            _run_pytest(suite, run_root, "asyncio", None, base_path, args)
+        baseline = report.load_report(base_path)
+
+    out_path = _result_path(cache_dir, suite, args.loop, args.backend)
+    rc = _run_pytest(suite, run_root, args.loop, args.backend, out_path, args)
+    result = report.load_report(out_path)
+    return _conclude(suite, args, result, baseline, out_path, rc, compat_dir)
+
+
+def _run_root(suite: Suite, root: Path, cache_dir: Path) -> Path:
+    """The directory pytest runs in: the tree, or the copied parts of it."""
+    if not suite.copy:
+        return root
+    import shutil
+
+    run_root = cache_dir / "run" / f"{suite.package}-{suite.version}"
+    if run_root.exists():
+        shutil.rmtree(run_root)
+    run_root.mkdir(parents=True)
+    for part in suite.copy:
+        shutil.copytree(root / part, run_root / part)
+    return run_root
+
+
+def _fresh_baseline(path: Path, suite: Suite) -> bool:
+    if not path.exists():
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+    return (data.get("label") == suite.pin and data.get("python") ==
+            "{}.{}.{}".format(*sys.version_info[:3]) and not data.get("partial"))
+
+
+def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None,
+                    out_path: Path, args: argparse.Namespace) -> list[str]:
+    python = _python_tag()
+    exclude_path = out_path.with_suffix(".exclude.json")
+    exclude_path.write_text(json.dumps([
+        {"test": e.test, "reason": e.reason} for e in suite.excludes_for(python, backend)]))
+    command = [sys.executable, "-m", "pytest", "-p", "zloop.testing",
+               "--event-loop", loop, "--event-loop-report", str(out_path),
+               "--event-loop-exclude", str(exclude_path), "--event-loop-label", suite.pin]
+    if backend:
+        command += ["--event-loop-backend", backend]
+    for plugin in suite.plugins:
+        command += ["-p", plugin]
+    command += ["-p", "no:cacheprovider", "-n", str(args.jobs or suite.jobs),
+                "--timeout", str(args.timeout or suite.timeout_s),
+                "--timeout-method", "thread", "-q"]
+    if suite.source == "stdlib":
+        command += ["--rootdir", str(run_root)]
+    command += [*suite.pytest_args, *suite.targets, *args.pytest_args]
+    return command
+
+
+def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
+                out_path: Path, args: argparse.Namespace) -> int:
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (out_path, Path(str(out_path) + ".jsonl")):
+        stale.unlink(missing_ok=True)
+    command = _pytest_command(suite, run_root, loop, backend, out_path, args)
+    env = dict(os.environ)
+    # The zloop (and zloop.testing) that this runner itself imported, and the
+    # suite's own injection plugins.
+    zloop_parent = str(Path(__file__).resolve().parents[2])
+    paths = [zloop_parent, str(suite.directory)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["ZLOOP_COMPAT_SUITE_DIR"] = str(suite.directory)
+    if backend:
+        env["ZLOOP_BACKEND"] = backend
+    label = f"{suite.name} on {loop}" + (f" ({backend})" if backend else "")
+    print(f"compat: running {label}, Python {_python_tag()}, in {run_root}", flush=True)
+    print("compat: $ " + " ".join(command), flush=True)
+    started = time.monotonic()
+    # Its own process group, so that a run past the wall limit is ended whole.
+    proc = subprocess.Popen(command, cwd=run_root, env=env, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=suite.wall_limit_s)
+    except subprocess.TimeoutExpired:
+        print(f"compat: {label} passed its wall limit of {suite.wall_limit_s} s; ending it",
+              flush=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        rc = -1
+    print(f"compat: {label} finished in {time.monotonic() - started:.0f} s (pytest exit {rc})",
+          flush=True)
+    return rc
+
+
+def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
+              baseline: dict[str, Any] | None, out_path: Path, rc: int,
+              compat_dir: Path) -> int:
+    python = _python_tag()
+    min_on_loop = suite.min_on_loop_for(python)
+    on_loop = result["summary"]["on_loop"]
+    swap_ok = on_loop >= max(1, min_on_loop)
+    problems = []
+    if rc not in (0, 1):
+        problems.append(f"pytest ended with exit status {rc} (not a test failure)")
+    if result.get("partial"):
+        problems.append("the run was cut short; the report is partial")
+    if not swap_ok:
+        problems.append(f"only {on_loop} tests ran on a {args.loop} loop; "
+                        f"the suite expects at least {max(1, min_on_loop)}")
+    diff = None
+    if baseline is not None:
+        expected = suite.expected_for(args.loop, python, args.backend)
+        diff = report.diff_reports(baseline, result, expected)
+        report.print_diff(diff, args.loop)
+        if not diff.ok:
+            problems.append("differences from asyncio do not match "
+                            f"{suite.directory.name}/expected.toml")
+    row = report.summary_row(suite.name, suite.pin, args.loop, args.backend, result, diff,
+                             swap_ok, min_on_loop)
+    if problems and row["status"] == "ok":
+        row["status"] = "run failed"
+    summary_path = out_path.with_suffix(".summary.json")
+    summary_path.write_text(json.dumps(row, indent=1), encoding="utf-8")
+    print()
+    report.print_table([row])
+    if args.record:
+        _record([row], compat_dir)
+    for problem in problems:
+        print(f"compat: FAIL: {problem}")
+    print(f"compat: report {out_path}\ncompat: summary {summary_path}")
+    return 1 if problems else 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    suite = load_suite(_compat_dir(args), args.suite)
+    baseline = report.load_report(args.baseline)
+    target = report.load_report(args.target)
+    python = ".".join(target["python"].split(".")[:2])
+    expected = suite.expected_for(target["loop"], python, target.get("backend"))
+    diff = report.diff_reports(baseline, target, expected)
+    report.print_diff(diff, target["loop"])
+    return 0 if diff.ok else 1
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    compat_dir = _compat_dir(args)
+    rows = [json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted((_cache_dir(compat_dir) / "results").glob("*/*/*.summary.json"))]
+    if args.write:
+        rows = _record(rows, compat_dir)
+    if rows:
+        report.print_table(rows)
+    return 0
+
+
+def _record(rows: list[dict[str, Any]], compat_dir: Path) -> list[dict[str, Any]]:
+    """Merge rows into compat/results.json (one per suite, Python, loop, backend)."""
+    path = compat_dir / "results.json"
+    merged: dict[tuple[str, ...], dict[str, Any]] = {}
+    if path.exists():
+        for row in json.loads(path.read_text(encoding="utf-8")):
+            merged[_row_key(row)] = row
+    for row in rows:
+        slim = {k: v for k, v in row.items() if k not in ("unlisted_tests", "stale_entries")}
+        merged[_row_key(slim)] = slim
+    ordered = [merged[k] for k in sorted(merged)]
+    path.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+    doc = compat_dir.parent / "docs" / "compat.md"
+    if doc.exists():
+        report.write_docs_table(doc, ordered)
+    return ordered
+
+
+def _row_key(row: dict[str, Any]) -> tuple[str, ...]:
+    return (row["suite"], row["python"], row["loop"], row["backend"])

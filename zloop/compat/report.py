@@ -1,0 +1,188 @@
+"""Reports: reading zloop.testing results, diffing two runs, the docs table.
+
+A difference is a test whose outcome class on the loop under test is not its
+class on stock asyncio (same suite, same Python). Classes: passed, failed
+(failed, error, crashed or hung), skipped, xfailed, xpassed, absent (not
+collected in that run). Excluded tests are compared in neither run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zloop.compat.suites import Entry
+
+_CLASS = {"passed": "passed", "failed": "failed", "error": "failed", "crashed": "failed",
+          "skipped": "skipped", "xfailed": "xfailed", "xpassed": "xpassed"}
+
+
+def outcome_class(outcome: str | None) -> str:
+    if outcome is None:
+        return "absent"
+    return _CLASS.get(outcome, "failed")
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """Load a zloop.testing report; rebuild one from the .jsonl if the run was cut."""
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    partial = Path(str(path) + ".jsonl")
+    if not partial.exists():
+        raise FileNotFoundError(path)
+    tests: dict[str, Any] = {}
+    for line in partial.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            tests[entry.pop("test")] = entry
+    from zloop.testing import build_report  # pytest is only needed here
+
+    report = build_report(tests, {}, loop="unknown", backend=None, label="partial",
+                          wall_s=0.0, exitstatus=None)
+    report["partial"] = True
+    return report
+
+
+@dataclass
+class Difference:
+    test: str
+    baseline: str  # outcome on stock asyncio
+    target: str  # outcome on the loop under test
+    message: str = ""
+    entry: Entry | None = None
+
+
+@dataclass
+class DiffResult:
+    differences: list[Difference] = field(default_factory=list)
+    stale: list[Entry] = field(default_factory=list)
+
+    @property
+    def unlisted(self) -> list[Difference]:
+        return [d for d in self.differences if d.entry is None]
+
+    @property
+    def listed(self) -> list[Difference]:
+        return [d for d in self.differences if d.entry is not None]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unlisted and not self.stale
+
+
+def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
+                 expected: list[Entry]) -> DiffResult:
+    """Compare outcome classes test by test and check them against the list."""
+    base_tests = baseline["tests"]
+    target_tests = target["tests"]
+    excluded = set(baseline.get("excluded", {})) | set(target.get("excluded", {}))
+    result = DiffResult()
+    for test in sorted(set(base_tests) | set(target_tests)):
+        if test in excluded:
+            continue
+        base = outcome_class((base_tests.get(test) or {}).get("outcome"))
+        got_entry = target_tests.get(test) or {}
+        got = outcome_class(got_entry.get("outcome"))
+        if base == got:
+            continue
+        entry = next((e for e in expected if e.matches(test)), None)
+        result.differences.append(Difference(test, base, got, got_entry.get("message", ""),
+                                             entry))
+    matched = {id(d.entry) for d in result.differences if d.entry is not None}
+    result.stale = [e for e in expected if id(e) not in matched]
+    return result
+
+
+def print_diff(result: DiffResult, loop: str, limit: int = 200) -> None:
+    regress = [d for d in result.differences if d.baseline == "passed"]
+    improve = [d for d in result.differences if d.target == "passed"]
+    print(f"\ncompat: {len(result.differences)} differences from stock asyncio "
+          f"({len(regress)} pass on asyncio but not on {loop}, {len(improve)} the reverse); "
+          f"{len(result.listed)} listed, {len(result.unlisted)} unlisted, "
+          f"{len(result.stale)} stale list entries")
+    for d in result.unlisted[:limit]:
+        note = f"  -- {d.message}" if d.message else ""
+        print(f"  UNLISTED  {d.test}: asyncio {d.baseline}, {loop} {d.target}{note}")
+    if len(result.unlisted) > limit:
+        print(f"  ... and {len(result.unlisted) - limit} more unlisted (see the summary JSON)")
+    for e in result.stale:
+        print(f"  STALE     {e.test}: listed ({e.reason}) but no longer differs")
+
+
+def summary_row(suite: str, pin: str, loop: str, backend: str | None,
+                report: dict[str, Any], diff: DiffResult | None, swap_ok: bool,
+                min_on_loop: int) -> dict[str, Any]:
+    counts = report["summary"]["counts"]
+    failed = sum(counts.get(k, 0) for k in ("failed", "error", "crashed"))
+    status = "ok"
+    if not swap_ok:
+        status = "swap failed"
+    elif diff is not None and not diff.ok:
+        status = "unlisted differences" if diff.unlisted else "stale list"
+    return {
+        "suite": suite,
+        "pin": pin,
+        "python": ".".join(report["python"].split(".")[:2]),
+        "python_full": report["python"],
+        "loop": loop,
+        "backend": backend or "default",
+        "collected": report["summary"]["collected"],
+        "passed": counts.get("passed", 0),
+        "failed": failed,
+        "skipped": counts.get("skipped", 0) + counts.get("xfailed", 0),
+        "excluded": report["summary"]["excluded"],
+        "on_loop": report["summary"]["on_loop"],
+        "min_on_loop": min_on_loop,
+        "differs": None if diff is None else len(diff.differences),
+        "listed": None if diff is None else len(diff.listed),
+        "unlisted": None if diff is None else len(diff.unlisted),
+        "stale": None if diff is None else len(diff.stale),
+        "unlisted_tests": [] if diff is None else [
+            {"test": d.test, "asyncio": d.baseline, loop: d.target, "message": d.message}
+            for d in diff.unlisted],
+        "stale_entries": [] if diff is None else [e.test for e in diff.stale],
+        "wall_s": report.get("wall_s"),
+        "status": status,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
+
+
+_COLUMNS = ("suite", "pin", "python", "loop", "backend", "passed", "failed", "skipped",
+            "excluded", "on_loop", "differs", "listed", "status", "wall_s", "date")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    widths = {c: max(len(c), *(len(_cell(r, c)) for r in rows)) for c in _COLUMNS}
+    print("  ".join(c.ljust(widths[c]) for c in _COLUMNS))
+    for row in rows:
+        print("  ".join(_cell(row, c).ljust(widths[c]) for c in _COLUMNS))
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row, c) for c in _COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    value = row.get(column)
+    return "-" if value is None else str(value)
+
+
+TABLE_START = "<!-- compat-table:start (generated by python -m zloop.compat table) -->"
+TABLE_END = "<!-- compat-table:end -->"
+
+
+def write_docs_table(doc: Path, rows: list[dict[str, Any]]) -> None:
+    """Replace the generated table between the markers in a Markdown file."""
+    text = doc.read_text(encoding="utf-8")
+    if TABLE_START not in text or TABLE_END not in text:
+        raise ValueError(f"{doc}: table markers not found")
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    body = markdown_table(rows) if rows else "_no runs recorded yet_"
+    doc.write_text(f"{head}{TABLE_START}\n{body}\n{TABLE_END}{tail}", encoding="utf-8")

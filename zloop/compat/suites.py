@@ -1,0 +1,158 @@
+"""Suite definitions: ``compat/<suite>/suite.toml`` and ``expected.toml``.
+
+A suite directory holds only what this project writes: the pin, the injection
+(pytest plugins loaded with ``-p``), the exclusions for environmental failures
+and the expected differences. The upstream files are fetched at run time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SuiteError(Exception):
+    """A suite definition that cannot be used as written."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One named test (or glob) with the reason it is listed."""
+
+    test: str
+    reason: str
+    python: tuple[str, ...] = ()
+    backend: tuple[str, ...] = ()
+    outcome: str | None = None
+
+    def applies(self, python: str, backend: str | None) -> bool:
+        """Whether the entry is in force on this Python (``3.12``) and backend."""
+        if self.python and python not in self.python:
+            return False
+        if self.backend and (backend or "default") not in self.backend:
+            return False
+        return True
+
+    def matches(self, nodeid: str) -> bool:
+        return nodeid == self.test or fnmatch.fnmatchcase(nodeid, self.test)
+
+
+@dataclass
+class Suite:
+    """A pinned ecosystem suite, as declared in its directory."""
+
+    name: str
+    directory: Path
+    description: str
+    source: str  # "sdist" or "stdlib"
+    targets: list[str]
+    pytest_args: list[str]
+    jobs: int
+    timeout_s: int
+    wall_limit_s: int
+    plugins: list[str]
+    requirements: list[str]
+    package: str | None = None
+    version: str | None = None
+    sha256: str | None = None
+    install_sdist: bool = False
+    copy: list[str] = field(default_factory=list)
+    min_on_loop: dict[str, int] = field(default_factory=dict)
+    excludes: list[Entry] = field(default_factory=list)
+    expected: dict[str, list[Entry]] = field(default_factory=dict)
+
+    @property
+    def pin(self) -> str:
+        """What the suite is pinned to, for reports: ``uvicorn 0.54.0``."""
+        if self.source == "stdlib":
+            return "CPython {}.{}.{} stdlib".format(*sys.version_info[:3])
+        return f"{self.package} {self.version}"
+
+    def min_on_loop_for(self, python: str) -> int:
+        return int(self.min_on_loop.get(python, self.min_on_loop.get("default", 1)))
+
+    def excludes_for(self, python: str, backend: str | None) -> list[Entry]:
+        return [e for e in self.excludes if e.applies(python, backend)]
+
+    def expected_for(self, loop: str, python: str, backend: str | None) -> list[Entry]:
+        return [e for e in self.expected.get(loop, []) if e.applies(python, backend)]
+
+
+def default_compat_dir() -> Path:
+    """``$ZLOOP_COMPAT_DIR``, else ``./compat``, else the checkout's ``compat/``."""
+    env = os.environ.get("ZLOOP_COMPAT_DIR")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd() / "compat"
+    if (here / "uvicorn" / "suite.toml").exists():
+        return here.resolve()
+    checkout = Path(__file__).resolve().parents[2] / "compat"
+    return checkout
+
+
+def suite_names(compat_dir: Path) -> list[str]:
+    return sorted(p.parent.name for p in compat_dir.glob("*/suite.toml"))
+
+
+def load_suite(compat_dir: Path, name: str) -> Suite:
+    directory = compat_dir / name
+    path = directory / "suite.toml"
+    if not path.exists():
+        known = ", ".join(suite_names(compat_dir)) or "none"
+        raise SuiteError(f"no suite {name!r} under {compat_dir} (known: {known})")
+    data = _read_toml(path)
+    meta = data.get("suite", {})
+    sdist = data.get("sdist", {})
+    suite = Suite(
+        name=name,
+        directory=directory,
+        description=meta.get("description", ""),
+        source=meta.get("source", "sdist"),
+        targets=list(meta.get("targets", ["tests"])),
+        pytest_args=list(meta.get("pytest_args", [])),
+        jobs=int(meta.get("jobs", 2)),
+        timeout_s=int(meta.get("timeout_s", 60)),
+        wall_limit_s=int(meta.get("wall_limit_s", 3600)),
+        plugins=list(meta.get("plugins", [])),
+        requirements=list(data.get("requirements", {}).get("test", [])),
+        package=sdist.get("package"),
+        version=sdist.get("version"),
+        sha256=sdist.get("sha256"),
+        install_sdist=bool(sdist.get("install", False)),
+        copy=list(sdist.get("copy", [])),
+        min_on_loop={str(k): int(v) for k, v in data.get("swap", {}).get(
+            "min_on_loop", {}).items()},
+        excludes=[_entry(e, path) for e in data.get("exclude", [])],
+    )
+    if suite.source not in ("sdist", "stdlib"):
+        raise SuiteError(f"{path}: suite.source must be 'sdist' or 'stdlib'")
+    if suite.source == "sdist" and not (suite.package and suite.version and suite.sha256):
+        raise SuiteError(f"{path}: [sdist] needs package, version and sha256")
+    for requirement in suite.requirements:
+        if "==" not in requirement:
+            raise SuiteError(f"{path}: test requirement {requirement!r} is not pinned (==)")
+    expected_path = directory / "expected.toml"
+    if expected_path.exists():
+        for loop, entries in _read_toml(expected_path).items():
+            suite.expected[loop] = [_entry(e, expected_path) for e in entries]
+    return suite
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path}: {exc}") from None
+
+
+def _entry(data: dict[str, Any], path: Path) -> Entry:
+    if "test" not in data or not data.get("reason"):
+        raise SuiteError(f"{path}: every entry needs a test and a reason: {data!r}")
+    return Entry(test=data["test"], reason=data["reason"],
+                 python=tuple(str(p) for p in data.get("python", ())),
+                 backend=tuple(data.get("backend", ())), outcome=data.get("outcome"))

@@ -1,0 +1,419 @@
+"""Run any pytest suite on a chosen event loop, and prove that it did.
+
+    pytest -p zloop.testing --event-loop zloop [--event-loop-report out.json]
+
+The plugin swaps the loop behind asyncio's public API, so that pytest-asyncio,
+AnyIO's pytest plugin (``anyio_backend = "asyncio"``), ``asyncio.run()``,
+``asyncio.Runner`` and ``unittest.IsolatedAsyncioTestCase`` all build their loop
+from the chosen factory, without a line of the suite changing:
+
+- the default policy class's loop factory is replaced, so that
+  ``asyncio.new_event_loop()`` returns the chosen loop even after a test resets
+  the policy with ``asyncio.set_event_loop_policy(None)`` (CPython's own tests
+  do this in every ``tearDownModule``);
+- a policy instance is installed for the session.
+
+Loops built directly from a class (``asyncio.SelectorEventLoop()``) stay what
+they are: that is not the public API's choice, and a suite that does it needs
+an injection of its own (see ``compat/`` in zloop's repository).
+
+Proof: the plugin wraps ``asyncio``'s ``_set_running_loop`` before any loop
+module is imported, and records, for every test, the type of each loop that
+ran during its setup, call and teardown. ``--event-loop-report`` writes a JSON
+report with each test's outcome and loop types; ``python -m zloop.compat diff``
+compares two such reports (one on asyncio, one on zloop).
+
+Loops: ``asyncio`` (stock, nothing is swapped), ``uvloop``, ``zloop``. With
+``--event-loop-backend epoll|io_uring`` the plugin sets ``ZLOOP_BACKEND`` before
+zloop is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.events
+import fnmatch
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+LOOP_NAMES = ("asyncio", "uvloop", "zloop")
+BACKEND_NAMES = ("epoll", "io_uring")
+
+# The user property that carries a test's loop types from an xdist worker.
+_LOOPS_PROPERTY = "zloop_loop_types"
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """Return the factory that builds a new loop of the named kind.
+
+    ``asyncio`` is the stock default loop (a selector loop on Unix), built as
+    ``asyncio.new_event_loop()`` would before any swap.
+    """
+    if name == "asyncio":
+        return _STOCK_LOOP_CLASS
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    if name == "zloop":
+        import zloop
+
+        return zloop.new_event_loop
+    raise ValueError(f"unknown event loop {name!r}; choose from {', '.join(LOOP_NAMES)}")
+
+
+def loop_type_name(loop: object) -> str:
+    """``module.QualName`` of a loop's type, as recorded in reports."""
+    loop_type = type(loop)
+    return f"{loop_type.__module__}.{loop_type.__qualname__}"
+
+
+def is_loop_of(type_name: str, name: str) -> bool:
+    """Whether a recorded loop type name belongs to the named loop family.
+
+    The family is the top-level module of the type: ``zloop.Loop`` is zloop's,
+    ``uvloop.Loop`` uvloop's, ``asyncio.unix_events._UnixSelectorEventLoop``
+    asyncio's. Subclasses defined elsewhere count as their module's.
+    """
+    return type_name.split(".", 1)[0] == name
+
+
+# --- recording the loops that actually ran -----------------------------------
+
+
+class LoopRecorder:
+    """Records the type of every loop that becomes the running loop.
+
+    Every asyncio-compatible loop calls asyncio's ``_set_running_loop`` when it
+    starts running (``get_running_loop()`` would not work otherwise); uvloop
+    looks the function up once, at import, so the wrapper must be installed
+    before any loop module is imported. Thread-safe: loops running in helper
+    threads are recorded too.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        self._installed = True
+        original = asyncio.events._set_running_loop
+        recorder = self
+
+        def _set_running_loop(loop: Any) -> None:
+            if loop is not None:
+                recorder.note(loop)
+            original(loop)
+
+        _set_running_loop.__wrapped__ = original  # type: ignore[attr-defined]
+        # Every name under which loops find the function: asyncio re-exports
+        # it, and C code may take it from _asyncio.
+        asyncio.events._set_running_loop = _set_running_loop
+        asyncio._set_running_loop = _set_running_loop  # type: ignore[attr-defined]
+        try:
+            import _asyncio
+
+            _asyncio._set_running_loop = _set_running_loop
+        except (ImportError, AttributeError, TypeError):
+            pass
+
+    def note(self, loop: object) -> None:
+        with self._lock:
+            self._seen.add(loop_type_name(loop))
+
+    def take(self) -> list[str]:
+        """Return the loop types seen since the last call, and forget them."""
+        with self._lock:
+            seen, self._seen = self._seen, set()
+        return sorted(seen)
+
+
+RECORDER = LoopRecorder()
+_STOCK_LOOP_CLASS = asyncio.DefaultEventLoopPolicy._loop_factory  # type: ignore[attr-defined]
+# Installed at import: a -p plugin is imported before the suite's modules, and
+# so before uvloop or zloop captures asyncio's _set_running_loop.
+RECORDER.install()
+
+
+# --- swapping the loop ---------------------------------------------------------
+
+
+def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
+    """Make ``asyncio.new_event_loop()`` build the named loop, process-wide.
+
+    Returns the loop factory. For ``asyncio`` nothing is changed: the stock run
+    is the control that every other loop is compared against.
+    """
+    if backend is not None:
+        if backend not in BACKEND_NAMES:
+            raise ValueError(f"unknown backend {backend!r}; choose from {BACKEND_NAMES}")
+        os.environ["ZLOOP_BACKEND"] = backend
+    factory = loop_factory(name)
+    if name == "asyncio":
+        return factory
+    # The policy class's factory, not only an instance: set_event_loop_policy(None)
+    # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
+    asyncio.DefaultEventLoopPolicy._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
+    asyncio.set_event_loop_policy(None)
+    return factory
+
+
+# --- pytest plugin ---------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("zloop", "run the suite on a chosen event loop (zloop.testing)")
+    group.addoption(
+        "--event-loop",
+        choices=LOOP_NAMES,
+        default=os.environ.get("ZLOOP_TEST_LOOP", "asyncio"),
+        help="loop that asyncio.new_event_loop() builds for the whole run (default: asyncio)",
+    )
+    group.addoption(
+        "--event-loop-backend",
+        choices=BACKEND_NAMES,
+        default=None,
+        help="zloop backend, passed to zloop as ZLOOP_BACKEND",
+    )
+    group.addoption(
+        "--event-loop-report",
+        default=None,
+        metavar="PATH",
+        help="write a JSON report: each test's outcome and the loop types it ran on",
+    )
+    group.addoption(
+        "--event-loop-exclude",
+        default=None,
+        metavar="PATH",
+        help='deselect tests named in a JSON list of {"test": glob, "reason": text}',
+    )
+    group.addoption(
+        "--event-loop-label",
+        default=None,
+        help="free-form label stored in the report (suite name, version)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = config.getoption("event_loop")
+    backend = config.getoption("event_loop_backend")
+    factory = install_loop(name, backend)
+    config.stash[_STATE_KEY] = _State(config, name, backend, factory)
+    config.pluginmanager.register(config.stash[_STATE_KEY], "zloop-testing-state")
+    config.addinivalue_line("markers", "zloop_loop: used by zloop.testing (reserved)")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    state = config.stash[_STATE_KEY]
+    backend = f", backend {state.backend}" if state.backend else ""
+    return f"zloop.testing: event loop {state.loop}{backend} ({state.factory!r})"
+
+
+class _State:
+    """Per-session state: the chosen loop, the exclusions and the report."""
+
+    def __init__(self, config: pytest.Config, loop: str, backend: str | None,
+                 factory: Callable[[], Any]) -> None:
+        self.config = config
+        self.loop = loop
+        self.backend = backend
+        self.factory = factory
+        self.is_worker = hasattr(config, "workerinput")
+        self.report_path = config.getoption("event_loop_report")
+        self.excludes = _load_excludes(config.getoption("event_loop_exclude"))
+        self.excluded: dict[str, str] = {}
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.started_s = time.time()
+        self._jsonl = None
+        if self.report_path and not self.is_worker:
+            Path(self.report_path).parent.mkdir(parents=True, exist_ok=True)
+            # One line per finished test, written as it finishes: a run that is
+            # killed still leaves what it had.
+            self._jsonl = open(self.report_path + ".jsonl", "w", encoding="utf-8")
+
+    # Recording, on whichever process runs the test.
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any):
+        RECORDER.take()  # loops from between tests belong to no test
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Any):
+        yield
+        # Appended before the teardown report is made, so it travels with it
+        # (through xdist too).
+        item.user_properties.append((_LOOPS_PROPERTY, RECORDER.take()))
+
+    # Exclusions.
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if not self.excludes:
+            return
+        kept = []
+        for item in items:
+            reason = _match_exclude(item.nodeid, self.excludes)
+            if reason is None:
+                kept.append(item)
+            else:
+                self.excluded[item.nodeid] = reason
+        if self.excluded:
+            config.hook.pytest_deselected(
+                items=[i for i in items if i.nodeid in self.excluded])
+            items[:] = kept
+        if self.report_path and self.is_worker:
+            worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]
+            path = Path(f"{self.report_path}.excluded-{worker}.json")
+            path.write_text(json.dumps(self.excluded), encoding="utf-8")
+
+    # Outcomes, on the controlling process.
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.is_worker:
+            return
+        entry = self.tests.setdefault(
+            report.nodeid, {"outcome": None, "loops": [], "duration_s": 0.0})
+        entry["duration_s"] = round(entry["duration_s"] + (report.duration or 0.0), 4)
+        outcome = _phase_outcome(report)
+        if outcome is not None and _OUTCOME_RANK[outcome] >= _OUTCOME_RANK.get(
+                entry["outcome"], -1):
+            entry["outcome"] = outcome
+            if report.failed:
+                entry["message"] = _short_message(report)
+            elif outcome in ("skipped", "xfailed"):
+                entry["message"] = _skip_reason(report)
+        for key, value in report.user_properties:
+            if key == _LOOPS_PROPERTY:
+                entry["loops"] = sorted(set(entry["loops"]) | set(value))
+        if report.when in ("teardown", "???") or outcome == "crashed":
+            if self._jsonl is not None:
+                self._jsonl.write(json.dumps({"test": report.nodeid, **entry}) + "\n")
+                self._jsonl.flush()
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker or not self.report_path:
+            return
+        if self._jsonl is not None:
+            self._jsonl.close()
+        for path in Path(self.report_path).parent.glob(
+                Path(self.report_path).name + ".excluded-*.json"):
+            self.excluded.update(json.loads(path.read_text(encoding="utf-8")))
+            path.unlink()
+        report = build_report(
+            self.tests, self.excluded, loop=self.loop, backend=self.backend,
+            label=self.config.getoption("event_loop_label"),
+            wall_s=time.time() - self.started_s, exitstatus=int(exitstatus))
+        Path(self.report_path).write_text(json.dumps(report, indent=1, sort_keys=True),
+                                          encoding="utf-8")
+        self.config.stash[_SUMMARY_KEY] = report["summary"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        summary = self.config.stash.get(_SUMMARY_KEY, None)
+        if summary is None:
+            return
+        terminalreporter.write_line(
+            f"zloop.testing: {summary['on_loop']} of {summary['ran']} tests ran on the "
+            f"{self.loop} event loop; report: {self.report_path}")
+
+
+_STATE_KEY = pytest.StashKey[_State]()
+_SUMMARY_KEY = pytest.StashKey[dict]()
+
+# When phases disagree, the worst wins: a test that passed its call and then
+# failed its teardown is an error.
+_OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "xpassed": 3, "failed": 4,
+                 "error": 5, "crashed": 6}
+
+
+def _phase_outcome(report: pytest.TestReport) -> str | None:
+    xfail = hasattr(report, "wasxfail")
+    if report.when not in ("setup", "call", "teardown"):
+        # xdist's report for a test whose worker died: a hang killed by
+        # pytest-timeout's thread method, or a crash.
+        return "crashed" if report.failed else None
+    if report.when == "call":
+        if report.passed:
+            return "xpassed" if xfail else "passed"
+        if report.skipped:
+            return "xfailed" if xfail else "skipped"
+        return "failed"
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "skipped"
+    return None
+
+
+def _short_message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        text = crash.message
+    else:
+        text = str(report.longrepr)
+    if "Timeout" in (report.longreprtext or "")[-4000:]:
+        text = "Timeout: " + text
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return str(report.wasxfail)[:300]
+    if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2])[:300]
+    return ""
+
+
+def _load_excludes(path: str | None) -> list[tuple[str, str]]:
+    if not path:
+        return []
+    entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [(entry["test"], entry["reason"]) for entry in entries]
+
+
+def _match_exclude(nodeid: str, excludes: list[tuple[str, str]]) -> str | None:
+    for pattern, reason in excludes:
+        if nodeid == pattern or fnmatch.fnmatchcase(nodeid, pattern):
+            return reason
+    return None
+
+
+def build_report(tests: dict[str, dict[str, Any]], excluded: dict[str, str], *, loop: str,
+                 backend: str | None, label: str | None, wall_s: float,
+                 exitstatus: int | None) -> dict[str, Any]:
+    """The JSON report: metadata, per-test outcomes and the swap count."""
+    counts: dict[str, int] = {}
+    on_loop = 0
+    ran = 0
+    for entry in tests.values():
+        outcome = entry["outcome"] or "unknown"
+        counts[outcome] = counts.get(outcome, 0) + 1
+        if outcome not in ("skipped", "unknown"):
+            ran += 1
+        if any(is_loop_of(t, loop) for t in entry["loops"]):
+            on_loop += 1
+    return {
+        "format": "zloop.testing/1",
+        "loop": loop,
+        "backend": backend,
+        "label": label,
+        "python": "{}.{}.{}".format(*sys.version_info[:3]),
+        "implementation": sys.implementation.name,
+        "wall_s": round(wall_s, 1),
+        "exitstatus": exitstatus,
+        "summary": {"counts": counts, "collected": len(tests), "ran": ran,
+                    "on_loop": on_loop, "excluded": len(excluded)},
+        "excluded": excluded,
+        "tests": tests,
+    }
