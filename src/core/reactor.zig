@@ -17,10 +17,15 @@ pub const Timer = timer_heap.Timer;
 pub const RunError = error{Aborted};
 pub const Error = sys.Error || error{OutOfMemory};
 
-/// Something that can sit in the ready queue.
+/// Something that can sit in the ready queue or the timer heap. Whoever
+/// queues it hands the queue one reference: `run` consumes it; `drop`
+/// releases it unrun (when the loop closes with work still queued).
 pub const Callback = struct {
     run: *const fn (*Callback) RunError!void,
+    drop: *const fn (*Callback) void,
 };
+
+fn dropNothing(_: *Callback) void {}
 
 /// Interest in one fd. The reactor never owns watchers; it finds them by fd
 /// at dispatch time, so a watcher removed by an earlier callback in the same
@@ -110,8 +115,10 @@ pub const Reactor = struct {
         if (t.queued()) r.timers.remove(t);
     }
 
-    pub fn popTimer(r: *Reactor) ?*Timer {
-        return r.timers.pop();
+    /// Pops a scheduled timer's callback without running it (for close()).
+    pub fn popTimer(r: *Reactor) ?*Callback {
+        const t = r.timers.pop() orelse return null;
+        return timerCallback(t);
     }
 
     pub fn timerCount(r: *const Reactor) usize {
@@ -236,7 +243,7 @@ fn timerCallback(t: *Timer) *Callback {
 // ---------------------------------------------------------------- tests
 
 const Probe = struct {
-    cb: Callback = .{ .run = run },
+    cb: Callback = .{ .run = run, .drop = dropNothing },
     log: *std.ArrayList(u32),
     id: u32,
     reactor: *Reactor,
@@ -270,7 +277,7 @@ test "callbacks run FIFO; those queued during a pass wait for the next" {
 }
 
 const TimerProbe = struct {
-    entry: TimerEntry = .{ .callback = .{ .run = run } },
+    entry: TimerEntry = .{ .callback = .{ .run = run, .drop = dropNothing } },
     log: *std.ArrayList(u32),
     id: u32,
     reactor: *Reactor,

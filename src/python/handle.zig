@@ -1,0 +1,389 @@
+//! `Handle` and `TimerHandle`: what `call_soon`/`call_later` return and what
+//! the ready queue and the timer heap carry. The core's intrusive nodes live
+//! inside the Python object, so scheduling allocates exactly one object.
+//!
+//! Lifecycle: the ready queue (or timer heap) owns one reference while the
+//! handle is queued; `run` consumes it, `drop` releases it unrun (close()).
+const std = @import("std");
+const core = @import("core");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const state = @import("state.zig");
+const loop_mod = @import("loop.zig");
+
+/// Positional arguments kept inline; more go to a tuple.
+pub const inline_args = 4;
+
+pub const Kind = enum(u8) {
+    /// call_soon/call_soon_threadsafe: runs once, then lets go of its callback.
+    once,
+    /// add_reader/add_writer: runs on every readiness event.
+    io,
+    /// call_later/call_at.
+    timer,
+};
+
+pub const Handle = struct {
+    ob_base: Obj,
+    callback: ?*Obj,
+    /// Slot 0 is scratch so vectorcall may use PY_VECTORCALL_ARGUMENTS_OFFSET.
+    argv: [inline_args + 1]?*Obj,
+    nargs: u8,
+    kind: Kind,
+    cancelled: bool,
+    /// Set while the callback executes, so a cancel() from inside it does
+    /// not free the callable out from under the running call.
+    running: bool,
+    /// Positional arguments when there are more than `inline_args`.
+    args_tuple: ?*Obj,
+    context: ?*Obj,
+    loop: ?*Obj,
+    source_traceback: ?*Obj,
+    weakreflist: ?*Obj,
+    node: core.Callback,
+};
+
+pub const TimerHandle = struct {
+    base: Handle,
+    entry: core.TimerEntry,
+    scheduled: bool,
+};
+
+comptime {
+    std.debug.assert(@offsetOf(Handle, "ob_base") == 0);
+    std.debug.assert(@offsetOf(TimerHandle, "base") == 0);
+}
+
+pub var HandleType: c.PyTypeObject = undefined;
+pub var TimerHandleType: c.PyTypeObject = undefined;
+
+/// Builds a handle. Steals nothing; `context` may be null/None (then the
+/// current context is copied, as `asyncio.Handle.__init__`).
+pub fn create(
+    tp: *c.PyTypeObject,
+    kind: Kind,
+    loop: *Obj,
+    callback: *Obj,
+    args: []const ?*Obj,
+    context: ?*Obj,
+) ?*Handle {
+    const ctx: *Obj = if (py.isNone(context))
+        c.PyContext_CopyCurrent() orelse return null
+    else
+        py.newref(context.?);
+    var tuple: ?*Obj = null;
+    if (args.len > inline_args) {
+        tuple = c.PyTuple_New(@intCast(args.len)) orelse {
+            py.decref(ctx);
+            return null;
+        };
+        for (args, 0..) |a, i| _ = c.PyTuple_SetItem(tuple, @intCast(i), py.newref(a.?));
+    }
+    const raw = c._PyObject_GC_New(tp) orelse {
+        py.decref(ctx);
+        py.xdecref(tuple);
+        return null;
+    };
+    const h: *Handle = py.cast(Handle, raw);
+    h.callback = py.newref(callback);
+    h.argv = @splat(null);
+    h.nargs = @intCast(@min(args.len, 255));
+    if (tuple == null) {
+        for (args, 0..) |a, i| h.argv[i + 1] = py.newref(a.?);
+    }
+    h.args_tuple = tuple;
+    h.kind = kind;
+    h.cancelled = false;
+    h.running = false;
+    h.context = ctx;
+    h.loop = py.newref(loop);
+    h.source_traceback = null;
+    h.weakreflist = null;
+    h.node = .{ .run = runNode, .drop = dropNode };
+    if (kind == .timer) {
+        const t: *TimerHandle = @fieldParentPtr("base", h);
+        t.entry = .{ .callback = .{ .run = runTimerNode, .drop = dropTimerNode } };
+        t.scheduled = false;
+    }
+    c.PyObject_GC_Track(raw);
+    return h;
+}
+
+fn runNode(cb: *core.Callback) core.RunError!void {
+    const h: *Handle = @fieldParentPtr("node", cb);
+    defer py.decref(py.obj(h));
+    if (h.cancelled) return;
+    try loop_mod.runHandle(h);
+}
+
+fn dropNode(cb: *core.Callback) void {
+    const h: *Handle = @fieldParentPtr("node", cb);
+    py.decref(py.obj(h));
+}
+
+fn runTimerNode(cb: *core.Callback) core.RunError!void {
+    const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
+    const t: *TimerHandle = @fieldParentPtr("entry", entry);
+    t.scheduled = false;
+    defer py.decref(py.obj(t));
+    if (t.base.cancelled) return;
+    try loop_mod.runHandle(&t.base);
+}
+
+fn dropTimerNode(cb: *core.Callback) void {
+    const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
+    const t: *TimerHandle = @fieldParentPtr("entry", entry);
+    t.scheduled = false;
+    py.decref(py.obj(t));
+}
+
+/// Calls the callback in its context. Returns the result (new reference) or
+/// null with the exception set.
+pub fn invoke(h: *Handle) ?*Obj {
+    const cb = h.callback orelse return py.newref(py.none());
+    if (c.PyContext_Enter(h.context) < 0) return null;
+    const result = if (h.args_tuple) |t|
+        c.PyObject_Call(cb, t, null)
+    else
+        c.PyObject_Vectorcall(cb, @ptrCast(&h.argv[1]), h.nargs | c.PY_VECTORCALL_ARGUMENTS_OFFSET, null);
+    if (c.PyContext_Exit(h.context) < 0) {
+        py.xdecref(result);
+        return null;
+    }
+    return result;
+}
+
+/// Lets go of what the callback keeps alive (after a one-shot run or a
+/// cancel), breaking reference cycles through bound methods early.
+pub fn releaseCallback(h: *Handle) void {
+    py.clear(&h.callback);
+    var i: usize = 1;
+    while (i <= inline_args) : (i += 1) py.clear(&h.argv[i]);
+    py.clear(&h.args_tuple);
+    h.nargs = 0;
+}
+
+/// The positional arguments as a new tuple (for repr and exception context).
+pub fn argsTuple(h: *Handle) ?*Obj {
+    if (h.args_tuple) |t| return py.newref(t);
+    const t = c.PyTuple_New(h.nargs) orelse return null;
+    var i: usize = 0;
+    while (i < h.nargs) : (i += 1) _ = c.PyTuple_SetItem(t, @intCast(i), py.newref(h.argv[i + 1].?));
+    return t;
+}
+
+// ------------------------------------------------------------ Python side
+
+/// The Python object that owns a queued core callback.
+pub fn ownerOf(cb: *core.Callback) *Obj {
+    if (cb.run == runNode) return py.obj(@as(*Handle, @fieldParentPtr("node", cb)));
+    std.debug.assert(cb.run == runTimerNode);
+    const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
+    return py.obj(@as(*TimerHandle, @fieldParentPtr("entry", entry)));
+}
+
+fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
+    const h = py.cast(Handle, self.?);
+    const slots = [_]?*Obj{ h.callback, h.args_tuple, h.context, h.loop, h.source_traceback };
+    for (slots) |s| if (s) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    for (h.argv[1..]) |s| if (s) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    return 0;
+}
+
+fn clearSlots(self: ?*Obj) callconv(.c) c_int {
+    const h = py.cast(Handle, self.?);
+    releaseCallback(h);
+    py.clear(&h.context);
+    py.clear(&h.loop);
+    py.clear(&h.source_traceback);
+    return 0;
+}
+
+fn dealloc(self: ?*Obj) callconv(.c) void {
+    const h = py.cast(Handle, self.?);
+    c.PyObject_GC_UnTrack(self);
+    if (h.weakreflist != null) c.PyObject_ClearWeakRefs(self);
+    _ = clearSlots(self);
+    c.PyObject_GC_Del(self);
+}
+
+fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const h = py.cast(Handle, self.?);
+    if (!h.cancelled) {
+        h.cancelled = true;
+        if (h.kind == .timer) loop_mod.timerCancelled(@fieldParentPtr("base", h));
+        // As asyncio in non-debug mode: drop the callback at once so that
+        // cycles through it are broken; debug mode keeps it for repr.
+        if (!h.running and !loop_mod.isDebug(h.loop)) releaseCallback(h);
+    }
+    return py.newref(py.none());
+}
+
+fn cancelledM(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Handle, self.?).cancelled);
+}
+
+fn getContext(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const h = py.cast(Handle, self.?);
+    return py.newref(h.context orelse py.none());
+}
+
+fn runM(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    // `Handle._run()`, used by some libraries and tests directly.
+    const h = py.cast(Handle, self.?);
+    loop_mod.runHandle(h) catch return null;
+    return py.newref(py.none());
+}
+
+fn when(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(TimerHandle, self.?);
+    return c.PyFloat_FromDouble(t.entry.timer.when_s);
+}
+
+fn getCallback(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Handle, self.?).callback orelse py.none());
+}
+
+fn getArgs(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const h = py.cast(Handle, self.?);
+    if (h.callback == null) return py.newref(py.none());
+    return argsTuple(h);
+}
+
+fn getLoop(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Handle, self.?).loop orelse py.none());
+}
+
+fn getCancelled(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Handle, self.?).cancelled);
+}
+
+fn getContextAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return getContext(self, null);
+}
+
+fn getTb(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Handle, self.?).source_traceback orelse py.none());
+}
+
+fn setTb(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const h = py.cast(Handle, self.?);
+    const old = h.source_traceback;
+    h.source_traceback = if (value == null or value.? == py.none()) null else py.newref(value.?);
+    py.xdecref(old);
+    return 0;
+}
+
+fn getWhen(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return when(self, null);
+}
+
+fn getScheduled(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(TimerHandle, self.?).scheduled);
+}
+
+fn repr(self: ?*Obj) callconv(.c) ?*Obj {
+    // Formatting is a cold path: asyncio's own format helpers do it, so the
+    // text matches stock asyncio's exactly.
+    return c.PyObject_CallOneArg(state.get().handle_repr, self);
+}
+
+fn timerHash(self: ?*Obj) callconv(.c) c.Py_hash_t {
+    const t = py.cast(TimerHandle, self.?);
+    const f = c.PyFloat_FromDouble(t.entry.timer.when_s) orelse return -1;
+    defer py.decref(f);
+    return c.PyObject_Hash(f);
+}
+
+fn timerCompare(a: ?*Obj, b: ?*Obj, op: c_int) callconv(.c) ?*Obj {
+    if (c.PyObject_TypeCheck(b, &TimerHandleType) == 0) {
+        return py.newref(@ptrCast(&c._Py_NotImplementedStruct));
+    }
+    const x = py.cast(TimerHandle, a.?);
+    const y = py.cast(TimerHandle, b.?);
+    const wx = x.entry.timer.when_s;
+    const wy = y.entry.timer.when_s;
+    const same = x.base.callback == y.base.callback and x.base.cancelled == y.base.cancelled;
+    const r = switch (op) {
+        c.Py_LT => wx < wy,
+        c.Py_LE => wx < wy or (wx == wy and same),
+        c.Py_GT => wx > wy,
+        c.Py_GE => wx > wy or (wx == wy and same),
+        c.Py_EQ => wx == wy and same,
+        c.Py_NE => !(wx == wy and same),
+        else => false,
+    };
+    return py.boolean(r);
+}
+
+var handle_methods = [_]c.PyMethodDef{
+    py.methodNoArgs("cancel", cancel, "Cancel the call; a no-op if it already ran."),
+    py.methodNoArgs("cancelled", cancelledM, "True if cancel() was called."),
+    py.methodNoArgs("get_context", getContext, "The contextvars.Context the call runs in."),
+    py.methodNoArgs("_run", runM, null),
+    py.sentinel_method,
+};
+
+var timer_methods = [_]c.PyMethodDef{
+    py.methodNoArgs("when", when, "The scheduled time, on the loop's clock (float seconds)."),
+    py.sentinel_method,
+};
+
+var handle_getset = [_]c.PyGetSetDef{
+    py.getset("_callback", getCallback, null),
+    py.getset("_args", getArgs, null),
+    py.getset("_loop", getLoop, null),
+    py.getset("_cancelled", getCancelled, null),
+    py.getset("_context", getContextAttr, null),
+    py.getset("_source_traceback", getTb, setTb),
+    py.sentinel_getset,
+};
+
+var timer_getset = [_]c.PyGetSetDef{
+    py.getset("_when", getWhen, null),
+    py.getset("_scheduled", getScheduled, null),
+    py.sentinel_getset,
+};
+
+pub fn initTypes(module: *Obj) bool {
+    HandleType = std.mem.zeroes(c.PyTypeObject);
+    HandleType.tp_name = "zloop.Handle";
+    HandleType.tp_basicsize = @sizeOf(Handle);
+    HandleType.tp_flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_HAVE_GC | c.Py_TPFLAGS_BASETYPE;
+    HandleType.tp_doc = "A callback scheduled on a zloop loop (asyncio.Handle's API).";
+    HandleType.tp_dealloc = dealloc;
+    HandleType.tp_traverse = traverse;
+    HandleType.tp_clear = clearSlots;
+    HandleType.tp_repr = repr;
+    HandleType.tp_methods = &handle_methods;
+    HandleType.tp_getset = &handle_getset;
+    HandleType.tp_weaklistoffset = @offsetOf(Handle, "weakreflist");
+    if (c.PyType_Ready(&HandleType) < 0) return false;
+
+    TimerHandleType = std.mem.zeroes(c.PyTypeObject);
+    TimerHandleType.tp_name = "zloop.TimerHandle";
+    TimerHandleType.tp_basicsize = @sizeOf(TimerHandle);
+    TimerHandleType.tp_flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_HAVE_GC;
+    TimerHandleType.tp_doc = "A callback scheduled for a time (asyncio.TimerHandle's API).";
+    TimerHandleType.tp_base = &HandleType;
+    TimerHandleType.tp_dealloc = dealloc;
+    TimerHandleType.tp_traverse = traverse;
+    TimerHandleType.tp_clear = clearSlots;
+    TimerHandleType.tp_repr = repr;
+    TimerHandleType.tp_hash = timerHash;
+    TimerHandleType.tp_richcompare = timerCompare;
+    TimerHandleType.tp_methods = &timer_methods;
+    TimerHandleType.tp_getset = &timer_getset;
+    if (c.PyType_Ready(&TimerHandleType) < 0) return false;
+
+    if (c.PyModule_AddObjectRef(module, "Handle", py.obj(&HandleType)) < 0) return false;
+    if (c.PyModule_AddObjectRef(module, "TimerHandle", py.obj(&TimerHandleType)) < 0) return false;
+    return true;
+}

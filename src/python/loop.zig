@@ -1,0 +1,677 @@
+//! `zloop._zloop.LoopCore`: the native half of `zloop.Loop`. Scheduling,
+//! timers, fd readiness and the run loop live here; the Python subclass in
+//! `zloop/_loop.py` adds the cold paths (executors, DNS, signals, servers).
+const std = @import("std");
+const core = @import("core");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const state = @import("state.zig");
+const handle = @import("handle.zig");
+const Handle = handle.Handle;
+const TimerHandle = handle.TimerHandle;
+
+const gpa = std.heap.c_allocator;
+
+pub const Loop = struct {
+    ob_base: Obj,
+    reactor: core.Reactor,
+    has_reactor: bool,
+    closed: bool,
+    debug: bool,
+    /// Thread running the loop (0 when not running), as `loop._thread_id`.
+    thread_id: c_ulong,
+    slow_callback_duration_s: f64,
+    tstate: ?*c.PyThreadState,
+    weakreflist: ?*Obj,
+};
+
+comptime {
+    std.debug.assert(@offsetOf(Loop, "ob_base") == 0);
+}
+
+pub var LoopType: c.PyTypeObject = undefined;
+
+/// add_reader/add_writer state for one fd.
+const FdWatcher = struct {
+    w: core.IoWatcher,
+    reader: ?*Handle = null,
+    writer: ?*Handle = null,
+};
+
+pub fn isDebug(loop: ?*Obj) bool {
+    const l = loop orelse return false;
+    return py.cast(Loop, l).debug;
+}
+
+// --------------------------------------------------------------- running
+
+/// Runs one handle's callback; the one place callbacks are called.
+pub fn runHandle(h: *Handle) core.RunError!void {
+    const loop = py.cast(Loop, h.loop.?);
+    h.running = true;
+    const t0 = if (loop.debug) core.sys.monotonic_s() else 0;
+    const result = handle.invoke(h);
+    h.running = false;
+    if (result) |r| py.decref(r) else try reportError(loop, h);
+    if (loop.debug) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
+    if (h.kind != .io and !loop.debug) handle.releaseCallback(h);
+}
+
+/// Hands a callback's exception to `loop.call_exception_handler` (through
+/// the Python side), unless it must abort the loop.
+fn reportError(loop: *Loop, h: *Handle) core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    const exc = py.fetchException() orelse return;
+    defer py.decref(exc);
+    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_report, py.obj(h), exc, @as(?*Obj, null));
+    if (r) |o| {
+        py.decref(o);
+        return;
+    }
+    if (py.pendingIsFatal()) return error.Aborted;
+    c.PyErr_WriteUnraisable(py.obj(loop));
+}
+
+fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
+    if (dt_s < loop.slow_callback_duration_s) return;
+    const dt = c.PyFloat_FromDouble(dt_s) orelse return error.Aborted;
+    defer py.decref(dt);
+    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_log_slow, py.obj(h), dt, @as(?*Obj, null));
+    if (r) |o| py.decref(o) else {
+        if (py.pendingIsFatal()) return error.Aborted;
+        c.PyErr_WriteUnraisable(py.obj(loop));
+    }
+}
+
+fn beforeWait(ctx: *anyopaque) void {
+    const loop: *Loop = @ptrCast(@alignCast(ctx));
+    loop.tstate = c.PyEval_SaveThread();
+}
+
+fn afterWait(ctx: *anyopaque) void {
+    const loop: *Loop = @ptrCast(@alignCast(ctx));
+    c.PyEval_RestoreThread(loop.tstate);
+    loop.tstate = null;
+}
+
+fn onInterrupt(_: *anyopaque) core.RunError!void {
+    // A signal interrupted the wait: run Python-level handlers now (the
+    // default SIGINT handler raises KeyboardInterrupt out of run_forever).
+    if (c.PyErr_CheckSignals() < 0) return error.Aborted;
+}
+
+fn runResult(result: anytype) ?*Obj {
+    result catch |err| switch (err) {
+        error.OutOfMemory => return c.PyErr_NoMemory(),
+        error.Aborted => {
+            if (c.PyErr_Occurred() == null) {
+                _ = py.raiseErrno(core.sys.last_errno);
+            }
+            return null;
+        },
+    };
+    return py.newref(py.none());
+}
+
+fn runForeverNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    loop.reactor.hooks = .{ .ctx = loop, .before_wait = beforeWait, .after_wait = afterWait, .on_interrupt = onInterrupt };
+    return runResult(loop.reactor.runForever());
+}
+
+fn runOnceNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    loop.reactor.hooks = .{ .ctx = loop, .before_wait = beforeWait, .after_wait = afterWait, .on_interrupt = onInterrupt };
+    return runResult(loop.reactor.runOnce());
+}
+
+// ------------------------------------------------------------ scheduling
+
+fn checkClosed(loop: *Loop) bool {
+    if (!loop.closed) return true;
+    c.PyErr_SetString(c.PyExc_RuntimeError, "Event loop is closed");
+    return false;
+}
+
+/// Debug-mode checks done in Python (cold): thread check, callback check.
+fn debugCheck(loop: *Loop, callback: *Obj, method: *Obj, check_thread: bool) bool {
+    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_check, callback, method, py.boolean(check_thread), @as(?*Obj, null));
+    // py.boolean returned a new reference to a singleton; balance it.
+    py.decref(if (check_thread) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct));
+    if (r) |o| {
+        py.decref(o);
+        return true;
+    }
+    return false;
+}
+
+fn debugTraceback(loop: *Loop, h: *Handle) bool {
+    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_traceback, py.obj(h), @as(?*Obj, null));
+    if (r) |o| {
+        py.decref(o);
+        return true;
+    }
+    return false;
+}
+
+fn scheduleSoon(
+    self: ?*Obj,
+    args: [*c]const ?*Obj,
+    nargs: py.Ssize,
+    kwnames: ?*Obj,
+    comptime name: [:0]const u8,
+    threadsafe: bool,
+) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    var ctx: ?*Obj = null;
+    if (!py.parseContextKw(name, args, nargs, kwnames, state.get().str_context, &ctx)) return null;
+    if (nargs < 1) return py.raise(c.PyExc_TypeError, name ++ "() missing 1 required positional argument: 'callback'");
+    if (!checkClosed(loop)) return null;
+    const cb = args[0].?;
+    if (loop.debug) {
+        const m = if (threadsafe) state.get().str_call_soon_threadsafe else state.get().str_call_soon;
+        if (!debugCheck(loop, cb, m, !threadsafe)) return null;
+    }
+    const rest = args[1..@intCast(nargs)];
+    const h = handle.create(&handle.HandleType, .once, self.?, cb, rest, ctx) orelse return null;
+    if (loop.debug and !debugTraceback(loop, h)) {
+        py.decref(py.obj(h));
+        return null;
+    }
+    loop.reactor.callSoon(&h.node) catch {
+        py.decref(py.obj(h));
+        return c.PyErr_NoMemory();
+    };
+    py.incref(py.obj(h)); // the ready queue's reference
+    if (threadsafe) loop.reactor.wake();
+    return py.obj(h);
+}
+
+fn callSoon(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
+    return scheduleSoon(self, args, nargs, kw, "call_soon", false);
+}
+
+fn callSoonThreadsafe(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
+    return scheduleSoon(self, args, nargs, kw, "call_soon_threadsafe", true);
+}
+
+fn scheduleAt(loop: *Loop, when_s: f64, args: []const ?*Obj, ctx: ?*Obj, method: *Obj) ?*Obj {
+    if (!checkClosed(loop)) return null;
+    const cb = args[0].?;
+    if (loop.debug and !debugCheck(loop, cb, method, true)) return null;
+    const h = handle.create(&handle.TimerHandleType, .timer, py.obj(loop), cb, args[1..], ctx) orelse return null;
+    const t: *TimerHandle = @fieldParentPtr("base", h);
+    t.entry.timer.when_s = when_s;
+    if (loop.debug and !debugTraceback(loop, h)) {
+        py.decref(py.obj(h));
+        return null;
+    }
+    loop.reactor.addTimer(&t.entry.timer) catch {
+        py.decref(py.obj(h));
+        return c.PyErr_NoMemory();
+    };
+    t.scheduled = true;
+    py.incref(py.obj(h)); // the timer heap's reference
+    return py.obj(h);
+}
+
+fn toSeconds(o: *Obj) ?f64 {
+    const v = c.PyFloat_AsDouble(o);
+    if (v == -1.0 and c.PyErr_Occurred() != null) return null;
+    return v;
+}
+
+fn callLater(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    var ctx: ?*Obj = null;
+    if (!py.parseContextKw("call_later", args, nargs, kw, state.get().str_context, &ctx)) return null;
+    if (nargs < 2) return py.raise(c.PyExc_TypeError, "call_later() missing required positional arguments: 'delay' and 'callback'");
+    const delay = args[0].?;
+    if (delay == py.none()) return py.raise(c.PyExc_TypeError, "delay must not be None");
+    const now_s = core.sys.monotonic_s();
+    var when_s: f64 = undefined;
+    if (c.PyFloat_CheckExact(delay) != 0 or c.PyLong_CheckExact(delay) != 0) {
+        when_s = now_s + (toSeconds(delay) orelse return null);
+    } else {
+        // Anything else goes through `loop.time() + delay`, so odd types fail
+        // (or succeed) exactly as they would in asyncio.
+        const now = c.PyFloat_FromDouble(now_s) orelse return null;
+        defer py.decref(now);
+        const sum = c.PyNumber_Add(now, delay) orelse return null;
+        defer py.decref(sum);
+        when_s = toSeconds(sum) orelse return null;
+    }
+    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_later);
+}
+
+fn callAt(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    var ctx: ?*Obj = null;
+    if (!py.parseContextKw("call_at", args, nargs, kw, state.get().str_context, &ctx)) return null;
+    if (nargs < 2) return py.raise(c.PyExc_TypeError, "call_at() missing required positional arguments: 'when' and 'callback'");
+    const when = args[0].?;
+    if (when == py.none()) return py.raise(c.PyExc_TypeError, "when cannot be None");
+    const when_s = toSeconds(when) orelse return null;
+    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_at);
+}
+
+/// TimerHandle.cancel(): take it off the heap now rather than leaving a
+/// tombstone, and give back the heap's reference.
+pub fn timerCancelled(t: *TimerHandle) void {
+    const loop = py.cast(Loop, t.base.loop orelse return);
+    if (!t.entry.timer.queued()) return;
+    loop.reactor.cancelTimer(&t.entry.timer);
+    t.scheduled = false;
+    py.decref(py.obj(t));
+}
+
+fn time(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return c.PyFloat_FromDouble(core.sys.monotonic_s());
+}
+
+fn stop(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (loop.has_reactor) loop.reactor.stopping = true;
+    return py.newref(py.none());
+}
+
+fn isClosed(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Loop, self.?).closed);
+}
+
+fn isRunning(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Loop, self.?).thread_id != 0);
+}
+
+fn getDebug(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Loop, self.?).debug);
+}
+
+// ------------------------------------------------------------- fd watchers
+
+fn onFdReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+    const fw: *FdWatcher = @fieldParentPtr("w", w);
+    const loop = py.cast(Loop, watcherLoop(fw));
+    if (ev.readable) if (fw.reader) |h| try queueIo(loop, fw, h, true);
+    if (ev.writable) if (fw.writer) |h| try queueIo(loop, fw, h, false);
+}
+
+fn watcherLoop(fw: *FdWatcher) *Obj {
+    const h = fw.reader orelse fw.writer.?;
+    return h.loop.?;
+}
+
+/// As the selector loop's `_process_events`: a cancelled handle unregisters
+/// its direction; a live one joins this pass's ready callbacks.
+fn queueIo(loop: *Loop, fw: *FdWatcher, h: *Handle, read: bool) core.RunError!void {
+    if (h.cancelled) {
+        _ = removeIo(loop, fw.w.fd, read) catch {};
+        return;
+    }
+    loop.reactor.callSoon(&h.node) catch return error.Aborted;
+    py.incref(py.obj(h));
+}
+
+fn watcherFor(loop: *Loop, fd: i32, create: bool) error{OutOfMemory}!?*FdWatcher {
+    if (loop.reactor.watcherFor(fd)) |w| return @fieldParentPtr("w", w);
+    if (!create) return null;
+    const fw = try gpa.create(FdWatcher);
+    fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady } };
+    loop.reactor.attach(&fw.w) catch |err| {
+        gpa.destroy(fw);
+        return err;
+    };
+    return fw;
+}
+
+fn releaseWatcherIfIdle(loop: *Loop, fw: *FdWatcher) void {
+    if (fw.reader != null or fw.writer != null) return;
+    loop.reactor.detach(&fw.w);
+    gpa.destroy(fw);
+}
+
+fn interestOf(fw: *FdWatcher) core.Interest {
+    return .{ .read = fw.reader != null, .write = fw.writer != null };
+}
+
+/// `_add_reader(fd, callback, *args)` / `_add_writer`: fd is already an int.
+fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (nargs < 2) return py.raise(c.PyExc_TypeError, "expected (fd, callback, *args)");
+    if (!checkClosed(loop)) return null;
+    const fd_long = c.PyLong_AsLong(args[0]);
+    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    const fd: i32 = @intCast(fd_long);
+    const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
+    const fw = (watcherFor(loop, fd, true) catch {
+        py.decref(py.obj(h));
+        return c.PyErr_NoMemory();
+    }).?;
+    var want = interestOf(fw);
+    if (read) want.read = true else want.write = true;
+    loop.reactor.setInterest(&fw.w, want) catch {
+        py.decref(py.obj(h));
+        const errno = core.sys.last_errno;
+        releaseWatcherIfIdle(loop, fw);
+        return py.raiseErrno(errno);
+    };
+    const slot = if (read) &fw.reader else &fw.writer;
+    const old = slot.*;
+    slot.* = h; // the watcher owns the creation reference
+    if (old) |o| {
+        o.cancelled = true;
+        handle.releaseCallback(o);
+        py.decref(py.obj(o));
+    }
+    return py.newref(py.obj(h));
+}
+
+fn removeIo(loop: *Loop, fd: i32, read: bool) error{Failed}!bool {
+    const fw = (watcherFor(loop, fd, false) catch unreachable) orelse return false;
+    const slot = if (read) &fw.reader else &fw.writer;
+    const old = slot.* orelse return false;
+    slot.* = null;
+    loop.reactor.setInterest(&fw.w, interestOf(fw)) catch {};
+    if (!old.running) handle.releaseCallback(old);
+    old.cancelled = true;
+    py.decref(py.obj(old));
+    releaseWatcherIfIdle(loop, fw);
+    return true;
+}
+
+fn removeIoM(self: ?*Obj, fd_obj: ?*Obj, read: bool) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (loop.closed) return py.boolean(false);
+    const fd_long = c.PyLong_AsLong(fd_obj);
+    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.boolean(false);
+    const removed = removeIo(loop, @intCast(fd_long), read) catch return null;
+    return py.boolean(removed);
+}
+
+fn addReader(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    return addIo(self, args, nargs, true);
+}
+
+fn addWriter(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    return addIo(self, args, nargs, false);
+}
+
+fn removeReader(self: ?*Obj, fd: ?*Obj) callconv(.c) ?*Obj {
+    return removeIoM(self, fd, true);
+}
+
+fn removeWriter(self: ?*Obj, fd: ?*Obj) callconv(.c) ?*Obj {
+    return removeIoM(self, fd, false);
+}
+
+/// `_io_handles(fd)` -> (reader, writer): for `_ensure_fd_no_transport`
+/// style checks and tests.
+fn ioHandles(self: ?*Obj, fd_obj: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    const fd_long = c.PyLong_AsLong(fd_obj);
+    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    var r: *Obj = py.none();
+    var w: *Obj = py.none();
+    if (loop.has_reactor and fd_long >= 0 and fd_long <= std.math.maxInt(i32)) {
+        if (watcherFor(loop, @intCast(fd_long), false) catch unreachable) |fw| {
+            if (fw.reader) |h| r = py.obj(h);
+            if (fw.writer) |h| w = py.obj(h);
+        }
+    }
+    return c.Py_BuildValue("(OO)", r, w);
+}
+
+/// `_make_handle(callback, *args)`: a reusable handle (signal handlers).
+fn makeHandle(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (nargs < 1) return py.raise(c.PyExc_TypeError, "_make_handle(callback, *args)");
+    const h = handle.create(&handle.HandleType, .io, self.?, args[0].?, args[1..@intCast(nargs)], null) orelse return null;
+    return py.obj(h);
+}
+
+/// `_add_callback(handle)`: queue an existing handle unless cancelled.
+fn addCallback(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (c.PyObject_TypeCheck(arg, &handle.HandleType) == 0 or c.PyObject_TypeCheck(arg, &handle.TimerHandleType) != 0) {
+        return py.raise(c.PyExc_TypeError, "_add_callback() expects a zloop Handle");
+    }
+    if (!checkClosed(loop)) return null;
+    const h = py.cast(Handle, arg.?);
+    if (!h.cancelled) {
+        loop.reactor.callSoon(&h.node) catch return c.PyErr_NoMemory();
+        py.incref(py.obj(h));
+        loop.reactor.wake();
+    }
+    return py.newref(py.none());
+}
+
+// ------------------------------------------------------------ lifecycle
+
+/// Releases every queued handle, timer and fd watcher. Leaves the reactor
+/// usable (GC clear) or, with `close_reactor`, frees it (close()).
+fn drain(loop: *Loop, close_reactor: bool) void {
+    if (!loop.has_reactor) return;
+    while (loop.reactor.popReady()) |cb| cb.drop(cb);
+    while (loop.reactor.popTimer()) |cb| cb.drop(cb);
+    for (loop.reactor.watchers.items) |maybe| {
+        const w = maybe orelse continue;
+        const fw: *FdWatcher = @fieldParentPtr("w", w);
+        const r = fw.reader;
+        const wr = fw.writer;
+        fw.reader = null;
+        fw.writer = null;
+        loop.reactor.detach(w);
+        gpa.destroy(fw);
+        if (r) |h| py.decref(py.obj(h));
+        if (wr) |h| py.decref(py.obj(h));
+    }
+    if (close_reactor) {
+        loop.reactor.deinit();
+        loop.has_reactor = false;
+    }
+}
+
+fn closeNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    loop.closed = true;
+    drain(loop, true);
+    return py.newref(py.none());
+}
+
+fn counts(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    // (ready, timers, fd watchers): debug counters for leak tests.
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return c.Py_BuildValue("(nnn)", @as(py.Ssize, 0), @as(py.Ssize, 0), @as(py.Ssize, 0));
+    var nw: py.Ssize = 0;
+    for (loop.reactor.watchers.items) |w| {
+        if (w != null) nw += 1;
+    }
+    return c.Py_BuildValue("(nnn)", @as(py.Ssize, @intCast(loop.reactor.readyCount())), @as(py.Ssize, @intCast(loop.reactor.timerCount())), nw);
+}
+
+fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    const loop = py.cast(Loop, raw);
+    loop.closed = false;
+    loop.debug = false;
+    loop.thread_id = 0;
+    loop.slow_callback_duration_s = 0.1;
+    loop.tstate = null;
+    loop.weakreflist = null;
+    loop.has_reactor = false;
+    loop.reactor = core.Reactor.init(gpa) catch |err| {
+        py.decref(raw);
+        return switch (err) {
+            error.OutOfMemory => c.PyErr_NoMemory(),
+            else => py.raiseErrno(core.sys.last_errno),
+        };
+    };
+    loop.has_reactor = true;
+    loop.reactor.clock_resolution_s = 1e-9;
+    return raw;
+}
+
+fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
+    const loop = py.cast(Loop, self.?);
+    // Heap types' instances keep their type alive; ours is static, but a
+    // Python subclass is a heap type, so visit it.
+    const tp = c.Py_TYPE(self);
+    if (tp.*.tp_flags & c.Py_TPFLAGS_HEAPTYPE != 0) {
+        const rc = visit.?(py.obj(tp), arg);
+        if (rc != 0) return rc;
+    }
+    if (!loop.has_reactor) return 0;
+    const q = &loop.reactor.ready;
+    var i: usize = 0;
+    while (i < q.len) : (i += 1) {
+        const cb = q.items[(q.head + i) & (q.items.len - 1)];
+        const rc = visit.?(handle.ownerOf(cb), arg);
+        if (rc != 0) return rc;
+    }
+    for (loop.reactor.timers.items.items) |t| {
+        const entry: *core.TimerEntry = @fieldParentPtr("timer", t);
+        const rc = visit.?(handle.ownerOf(&entry.callback), arg);
+        if (rc != 0) return rc;
+    }
+    for (loop.reactor.watchers.items) |maybe| {
+        const w = maybe orelse continue;
+        const fw: *FdWatcher = @fieldParentPtr("w", w);
+        inline for (.{ fw.reader, fw.writer }) |hh| if (hh) |h| {
+            const rc = visit.?(py.obj(h), arg);
+            if (rc != 0) return rc;
+        };
+    }
+    return 0;
+}
+
+fn clearGc(self: ?*Obj) callconv(.c) c_int {
+    drain(py.cast(Loop, self.?), false);
+    return 0;
+}
+
+fn dealloc(self: ?*Obj) callconv(.c) void {
+    const loop = py.cast(Loop, self.?);
+    c.PyObject_GC_UnTrack(self);
+    if (loop.weakreflist != null) c.PyObject_ClearWeakRefs(self);
+    drain(loop, true);
+    const tp = c.Py_TYPE(self);
+    tp.*.tp_free.?(self);
+    if (tp.*.tp_flags & c.Py_TPFLAGS_HEAPTYPE != 0) py.decref(py.obj(tp));
+}
+
+// ----------------------------------------------------------- attributes
+
+fn getThreadId(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const id = py.cast(Loop, self.?).thread_id;
+    if (id == 0) return py.newref(py.none());
+    return c.PyLong_FromUnsignedLong(id);
+}
+
+fn setThreadId(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const loop = py.cast(Loop, self.?);
+    if (value == null or value.? == py.none()) {
+        loop.thread_id = 0;
+        return 0;
+    }
+    const v = c.PyLong_AsUnsignedLong(value);
+    if (v == std.math.maxInt(c_ulong) and c.PyErr_Occurred() != null) return -1;
+    loop.thread_id = v;
+    return 0;
+}
+
+fn getDebugAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Loop, self.?).debug);
+}
+
+fn setDebugAttr(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const v = c.PyObject_IsTrue(value orelse return -1);
+    if (v < 0) return -1;
+    py.cast(Loop, self.?).debug = v != 0;
+    return 0;
+}
+
+fn getStopping(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    return py.boolean(loop.has_reactor and loop.reactor.stopping);
+}
+
+fn setStopping(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const loop = py.cast(Loop, self.?);
+    const v = c.PyObject_IsTrue(value orelse return -1);
+    if (v < 0) return -1;
+    if (loop.has_reactor) loop.reactor.stopping = v != 0;
+    return 0;
+}
+
+fn getSlow(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return c.PyFloat_FromDouble(py.cast(Loop, self.?).slow_callback_duration_s);
+}
+
+fn setSlow(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const v = toSeconds(value orelse return -1) orelse return -1;
+    py.cast(Loop, self.?).slow_callback_duration_s = v;
+    return 0;
+}
+
+fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Loop, self.?).closed);
+}
+
+fn getResolution(_: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return c.PyFloat_FromDouble(1e-9);
+}
+
+var methods = [_]c.PyMethodDef{
+    py.methodFast("call_soon", callSoon, "Schedule callback(*args) for the next pass of the loop."),
+    py.methodFast("call_soon_threadsafe", callSoonThreadsafe, "Like call_soon(), from any thread; wakes the loop."),
+    py.methodFast("call_later", callLater, "Schedule callback(*args) after delay seconds."),
+    py.methodFast("call_at", callAt, "Schedule callback(*args) at loop time `when`."),
+    py.methodNoArgs("time", time, "The loop's monotonic clock, in seconds."),
+    py.methodNoArgs("stop", stop, "Stop after the current pass."),
+    py.methodNoArgs("is_closed", isClosed, "True once close() was called."),
+    py.methodNoArgs("is_running", isRunning, "True while run_forever() runs."),
+    py.methodNoArgs("get_debug", getDebug, "True in debug mode."),
+    py.methodNoArgs("_run_forever_native", runForeverNative, null),
+    py.methodNoArgs("_run_once", runOnceNative, null),
+    py.methodNoArgs("_close_native", closeNative, null),
+    py.methodNoArgs("_debug_counts", counts, null),
+    py.methodFast("_add_reader", addReader, null),
+    py.methodFast("_add_writer", addWriter, null),
+    py.methodO("_remove_reader", removeReader, null),
+    py.methodO("_remove_writer", removeWriter, null),
+    py.methodO("_io_handles", ioHandles, null),
+    py.methodFast("_make_handle", makeHandle, null),
+    py.methodO("_add_callback", addCallback, null),
+    py.sentinel_method,
+};
+
+var getsets = [_]c.PyGetSetDef{
+    py.getset("_thread_id", getThreadId, setThreadId),
+    py.getset("_debug", getDebugAttr, setDebugAttr),
+    py.getset("_stopping", getStopping, setStopping),
+    py.getset("_closed", getClosed, null),
+    py.getset("slow_callback_duration", getSlow, setSlow),
+    py.getset("_clock_resolution", getResolution, null),
+    py.sentinel_getset,
+};
+
+pub fn initTypes(module: *Obj) bool {
+    LoopType = std.mem.zeroes(c.PyTypeObject);
+    LoopType.tp_name = "zloop._zloop.LoopCore";
+    LoopType.tp_basicsize = @sizeOf(Loop);
+    LoopType.tp_flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_BASETYPE | c.Py_TPFLAGS_HAVE_GC;
+    LoopType.tp_doc = "The native engine of zloop.Loop.";
+    LoopType.tp_new = new;
+    LoopType.tp_dealloc = dealloc;
+    LoopType.tp_traverse = traverse;
+    LoopType.tp_clear = clearGc;
+    LoopType.tp_methods = &methods;
+    LoopType.tp_getset = &getsets;
+    LoopType.tp_weaklistoffset = @offsetOf(Loop, "weakreflist");
+    if (c.PyType_Ready(&LoopType) < 0) return false;
+    return c.PyModule_AddObjectRef(module, "LoopCore", py.obj(&LoopType)) >= 0;
+}

@@ -1,0 +1,47 @@
+//! `zloop._zloop`: the extension module's entry point.
+const std = @import("std");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const state = @import("state.zig");
+const handle = @import("handle.zig");
+const loop = @import("loop.zig");
+const core = @import("core");
+
+/// `_install(handle_repr)`: the Python side hands over its cold-path
+/// helpers once, at import.
+fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (nargs != 1) return py.raise(c.PyExc_TypeError, "_install(handle_repr)");
+    const s = state.get();
+    py.xdecref(s.handle_repr);
+    s.handle_repr = py.newref(args[0].?);
+    return py.newref(py.none());
+}
+
+var methods = [_]c.PyMethodDef{
+    py.methodFast("_install", install, null),
+    py.sentinel_method,
+};
+
+var def: c.PyModuleDef = undefined;
+
+export fn PyInit__zloop() ?*Obj {
+    def = std.mem.zeroes(c.PyModuleDef);
+    def.m_base = std.mem.zeroes(c.PyModuleDef_Base);
+    c.Py_SET_REFCNT(@ptrCast(&def.m_base.ob_base), 1);
+    def.m_name = "zloop._zloop";
+    def.m_doc = "zloop's native engine (Zig).";
+    def.m_size = -1;
+    def.m_methods = &methods;
+    const m = c.PyModule_Create2(&def, c.PYTHON_API_VERSION) orelse return null;
+    state.init();
+    if (!handle.initTypes(m) or !loop.initTypes(m)) {
+        py.decref(m);
+        return null;
+    }
+    if (c.PyModule_AddStringConstant(m, "BACKEND", core.backend.name) < 0) {
+        py.decref(m);
+        return null;
+    }
+    return m;
+}

@@ -1,0 +1,166 @@
+//! Thin, typed helpers over the translated CPython API: reference counts,
+//! singletons and error plumbing. Everything that touches Python.h directly
+//! and is used by more than one file lives here.
+const std = @import("std");
+pub const c = @import("c");
+
+pub const Obj = c.PyObject;
+pub const Ssize = c.Py_ssize_t;
+
+pub inline fn incref(o: *Obj) void {
+    c.Py_INCREF(o);
+}
+
+pub inline fn decref(o: *Obj) void {
+    c.Py_DECREF(o);
+}
+
+pub inline fn xdecref(o: ?*Obj) void {
+    if (o) |p| c.Py_DECREF(p);
+}
+
+/// Returns `o` with a new reference.
+pub inline fn newref(o: *Obj) *Obj {
+    c.Py_INCREF(o);
+    return o;
+}
+
+/// Moves a strong reference out of `slot`, leaving null, and drops it.
+pub inline fn clear(slot: *?*Obj) void {
+    const old = slot.*;
+    slot.* = null;
+    xdecref(old);
+}
+
+pub inline fn none() *Obj {
+    return &c._Py_NoneStruct;
+}
+
+pub inline fn isNone(o: ?*Obj) bool {
+    return o == null or o.? == none();
+}
+
+pub fn boolean(v: bool) *Obj {
+    const o: *Obj = if (v) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct);
+    return newref(o);
+}
+
+pub inline fn cast(comptime T: type, o: anytype) *T {
+    return @ptrCast(@alignCast(o));
+}
+
+pub inline fn obj(p: anytype) *Obj {
+    return @ptrCast(p);
+}
+
+/// Sets `exc_type(msg)` and returns null for direct `return raise(...)`.
+pub fn raise(exc_type: [*c]Obj, msg: [*:0]const u8) ?*Obj {
+    c.PyErr_SetString(exc_type, msg);
+    return null;
+}
+
+/// Sets an OSError (the errno picks the subclass, as `OSError(errno, msg)`
+/// does in Python) for a failed syscall.
+pub fn raiseErrno(errno: u16) ?*Obj {
+    const e: c_int = errno;
+    const msg = c.strerror(e);
+    const args = c.Py_BuildValue("(is)", e, msg) orelse return null;
+    defer decref(args);
+    const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
+    defer decref(exc);
+    c.PyErr_SetObject(obj(c.Py_TYPE(exc)), exc);
+    return null;
+}
+
+/// True when the pending exception must abort the loop instead of being
+/// reported: KeyboardInterrupt and SystemExit, as `asyncio.Handle._run`.
+pub fn pendingIsFatal() bool {
+    return c.PyErr_ExceptionMatches(c.PyExc_KeyboardInterrupt) != 0 or
+        c.PyErr_ExceptionMatches(c.PyExc_SystemExit) != 0;
+}
+
+/// Takes the pending exception as one normalised object (with traceback).
+pub fn fetchException() ?*Obj {
+    if (@hasDecl(c, "PyErr_GetRaisedException")) {
+        return c.PyErr_GetRaisedException();
+    }
+    var t: [*c]Obj = null;
+    var v: [*c]Obj = null;
+    var tb: [*c]Obj = null;
+    c.PyErr_Fetch(&t, &v, &tb);
+    c.PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != null and v != null) _ = c.PyException_SetTraceback(v, tb);
+    xdecref(t);
+    xdecref(tb);
+    return v;
+}
+
+pub fn restoreException(exc: *Obj) void {
+    if (@hasDecl(c, "PyErr_SetRaisedException")) {
+        c.PyErr_SetRaisedException(exc);
+        return;
+    }
+    const t = obj(c.Py_TYPE(exc));
+    incref(t);
+    c.PyErr_Restore(t, exc, c.PyException_GetTraceback(exc));
+}
+
+pub fn intern(s: [*:0]const u8) *Obj {
+    return c.PyUnicode_InternFromString(s) orelse @panic("out of memory interning a string");
+}
+
+pub const MethodFast = *const fn (?*Obj, [*c]const ?*Obj, Ssize, ?*Obj) callconv(.c) ?*Obj;
+pub const MethodNoArgs = *const fn (?*Obj, ?*Obj) callconv(.c) ?*Obj;
+
+pub fn methodFast(name: [*:0]const u8, f: MethodFast, doc: ?[*:0]const u8) c.PyMethodDef {
+    return .{
+        .ml_name = name,
+        .ml_meth = @ptrCast(f),
+        .ml_flags = c.METH_FASTCALL | c.METH_KEYWORDS,
+        .ml_doc = doc,
+    };
+}
+
+pub fn methodNoArgs(name: [*:0]const u8, f: MethodNoArgs, doc: ?[*:0]const u8) c.PyMethodDef {
+    return .{ .ml_name = name, .ml_meth = @ptrCast(f), .ml_flags = c.METH_NOARGS, .ml_doc = doc };
+}
+
+pub fn methodO(name: [*:0]const u8, f: MethodNoArgs, doc: ?[*:0]const u8) c.PyMethodDef {
+    return .{ .ml_name = name, .ml_meth = @ptrCast(f), .ml_flags = c.METH_O, .ml_doc = doc };
+}
+
+pub const sentinel_method = std.mem.zeroes(c.PyMethodDef);
+pub const sentinel_getset = std.mem.zeroes(c.PyGetSetDef);
+
+pub const Getter = *const fn (?*Obj, ?*anyopaque) callconv(.c) ?*Obj;
+pub const Setter = *const fn (?*Obj, ?*Obj, ?*anyopaque) callconv(.c) c_int;
+
+pub fn getset(name: [*:0]const u8, get: Getter, set: ?Setter) c.PyGetSetDef {
+    return .{ .name = name, .get = @ptrCast(get), .set = if (set) |s| @ptrCast(s) else null, .doc = null, .closure = null };
+}
+
+/// Keyword parsing for the `context=` keyword-only argument of the
+/// scheduling methods. Returns false with TypeError set on anything else.
+pub fn parseContextKw(
+    fname: [*:0]const u8,
+    args: [*c]const ?*Obj,
+    nargs: Ssize,
+    kwnames: ?*Obj,
+    context_name: *Obj,
+    out: *?*Obj,
+) bool {
+    out.* = null;
+    const names = kwnames orelse return true;
+    const nkw = c.PyTuple_Size(names);
+    var i: Ssize = 0;
+    while (i < nkw) : (i += 1) {
+        const key = c.PyTuple_GetItem(names, i);
+        if (key == context_name or c.PyUnicode_Compare(key, context_name) == 0) {
+            out.* = args[@intCast(nargs + i)];
+        } else {
+            _ = c.PyErr_Format(c.PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,39 @@
+//! Process-wide state of the extension: interned names and the few Python
+//! callables the native side calls back into. Set once at import time
+//! (zloop supports one interpreter per process, as uvloop does).
+const py = @import("py.zig");
+const Obj = py.Obj;
+
+pub const State = struct {
+    str_context: *Obj,
+    str_report: *Obj,
+    str_debug_check: *Obj,
+    str_debug_traceback: *Obj,
+    str_log_slow: *Obj,
+    str_call_soon: *Obj,
+    str_call_soon_threadsafe: *Obj,
+    str_call_later: *Obj,
+    str_call_at: *Obj,
+    /// zloop._handles.handle_repr, installed by `_zloop._install`.
+    handle_repr: ?*Obj = null,
+};
+
+var instance: State = undefined;
+
+pub fn init() void {
+    instance = .{
+        .str_context = py.intern("context"),
+        .str_report = py.intern("_report_callback_exception"),
+        .str_debug_check = py.intern("_debug_check"),
+        .str_debug_traceback = py.intern("_debug_traceback"),
+        .str_log_slow = py.intern("_log_slow_callback"),
+        .str_call_soon = py.intern("call_soon"),
+        .str_call_soon_threadsafe = py.intern("call_soon_threadsafe"),
+        .str_call_later = py.intern("call_later"),
+        .str_call_at = py.intern("call_at"),
+    };
+}
+
+pub inline fn get() *State {
+    return &instance;
+}

@@ -1,0 +1,44 @@
+"""zloop: a drop-in asyncio event loop whose engine is written in Zig.
+
+    import asyncio, zloop
+    asyncio.run(main(), loop_factory=zloop.new_event_loop)   # 3.12+
+    zloop.run(main())                                          # any version
+"""
+
+import asyncio as _asyncio
+import sys as _sys
+
+from ._loop import Loop
+from ._zloop import BACKEND, Handle, TimerHandle
+
+__all__ = ("Loop", "EventLoopPolicy", "new_event_loop", "run", "install", "Handle", "TimerHandle")
+__version__ = "0.1.0"
+
+
+def new_event_loop():
+    """Return a new zloop event loop."""
+    return Loop()
+
+
+def run(main, *, debug=None, **run_kwargs):
+    """Run a coroutine on a fresh zloop loop, like ``asyncio.run``."""
+    if _sys.version_info >= (3, 12):
+        return _asyncio.run(main, debug=debug, loop_factory=new_event_loop, **run_kwargs)
+    with _asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+        return runner.run(main)
+
+
+if hasattr(_asyncio, "DefaultEventLoopPolicy"):
+
+    class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
+        """An event loop policy whose loops are zloop loops."""
+
+        def _loop_factory(self):
+            return new_event_loop()
+
+        def __repr__(self):
+            return f"<{type(self).__name__}>"
+
+    def install():
+        """Make zloop the default loop through asyncio's policy."""
+        _asyncio.set_event_loop_policy(EventLoopPolicy())

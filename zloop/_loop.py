@@ -1,0 +1,588 @@
+"""``zloop.Loop``: the public event loop.
+
+The hot paths (scheduling, timers, fd readiness, the run loop) are native,
+inherited from ``_zloop.LoopCore``. This module holds the cold paths:
+running/closing, executors, DNS, signals, async generators, exception
+handling and debug-mode support, each with stock asyncio's semantics.
+"""
+
+import asyncio
+import concurrent.futures
+import errno
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+import warnings
+import weakref
+from asyncio import coroutines, events, format_helpers, futures, tasks
+
+from . import _handles
+from ._zloop import LoopCore, _install
+
+_install(_handles.handle_repr)
+
+logger = logging.getLogger("asyncio")
+
+# Depth of coroutine origin tracking in debug mode, as asyncio's constant.
+_DEBUG_STACK_DEPTH = 10
+_HAS_TASK_NAME_HELPER = hasattr(tasks, "_set_task_name")
+
+
+def _fileobj_to_fd(fileobj):
+    """An int fd from an int or an object with fileno(), as selectors do."""
+    if isinstance(fileobj, int):
+        fd = fileobj
+    else:
+        try:
+            fd = int(fileobj.fileno())
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"Invalid file object: {fileobj!r}") from None
+    if fd < 0:
+        raise ValueError(f"Invalid file descriptor: {fd}")
+    return fd
+
+
+def _stop_when_done(fut):
+    # run_until_complete's done-callback: stop the loop the future belongs to
+    # unless the future was cancelled by a KeyboardInterrupt-style exit.
+    if not fut.cancelled():
+        exc = fut.exception()
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            return
+    futures._get_loop(fut).stop()
+
+
+def _noop_signal_handler(signum, frame):
+    """Python-level handler whose only job is to make CPython write the
+    signal number to the wakeup fd; the loop dispatches from there."""
+
+
+class Loop(LoopCore, asyncio.AbstractEventLoop):
+    """An asyncio event loop whose engine is written in Zig."""
+
+    def __init__(self):
+        self._pid = os.getpid()
+        self._default_executor = None
+        self._executor_shutdown_called = False
+        self._exception_handler = None
+        self._task_factory = None
+        self._asyncgens = weakref.WeakSet()
+        self._asyncgens_shutdown_called = False
+        self._coroutine_origin_tracking_enabled = False
+        self._coroutine_origin_tracking_saved_depth = None
+        self._signal_handlers = {}
+        self._signal_rsock = None
+        self._signal_wsock = None
+        self.set_debug(coroutines._is_debug_mode())
+
+    def __repr__(self):
+        return (
+            f"<{type(self).__name__} running={self.is_running()} "
+            f"closed={self.is_closed()} debug={self.get_debug()}>"
+        )
+
+    def __del__(self, _warn=warnings.warn):
+        if not self.is_closed():
+            _warn(f"unclosed event loop {self!r}", ResourceWarning, source=self)
+            if not self.is_running():
+                self.close()
+
+    # ------------------------------------------------------------ running
+
+    def _check_closed(self):
+        if self.is_closed():
+            raise RuntimeError("Event loop is closed")
+
+    def _check_running(self):
+        if self.is_running():
+            raise RuntimeError("This event loop is already running")
+        if events._get_running_loop() is not None:
+            raise RuntimeError("Cannot run the event loop while another loop is running")
+
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"this zloop event loop was created in process {self._pid} and "
+                f"cannot be used in forked process {os.getpid()}"
+            )
+
+    def run_forever(self):
+        """Run until stop() is called."""
+        self._check_closed()
+        self._check_running()
+        self._check_process()
+        self._set_coroutine_origin_tracking(self.get_debug())
+        old_hooks = sys.get_asyncgen_hooks()
+        try:
+            self._thread_id = threading.get_ident()
+            sys.set_asyncgen_hooks(
+                firstiter=self._asyncgen_firstiter_hook,
+                finalizer=self._asyncgen_finalizer_hook,
+            )
+            events._set_running_loop(self)
+            self._run_forever_native()
+        finally:
+            self._stopping = False
+            self._thread_id = None
+            events._set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)
+            sys.set_asyncgen_hooks(*old_hooks)
+
+    def run_until_complete(self, future):
+        """Run until the future (or coroutine, wrapped in a task) is done."""
+        self._check_closed()
+        self._check_running()
+        wrapped = not futures.isfuture(future)
+        future = tasks.ensure_future(future, loop=self)
+        if wrapped:
+            # The caller never sees this task, so an exception it raises is
+            # not "never retrieved": run_until_complete re-raises it.
+            future._log_destroy_pending = False
+        future.add_done_callback(_stop_when_done)
+        try:
+            self.run_forever()
+        except BaseException:
+            if wrapped and future.done() and not future.cancelled():
+                future.exception()  # mark retrieved; the caller gets the raise
+            raise
+        finally:
+            future.remove_done_callback(_stop_when_done)
+        if not future.done():
+            raise RuntimeError("Event loop stopped before Future completed.")
+        return future.result()
+
+    def close(self):
+        """Close the loop: drop pending callbacks, shut the executor down."""
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self.is_closed():
+            return
+        if self.get_debug():
+            logger.debug("Close %r", self)
+        if not sys.is_finalizing():
+            for sig in list(self._signal_handlers):
+                self.remove_signal_handler(sig)
+        elif self._signal_handlers:
+            warnings.warn(
+                f"Closing the loop {self!r} on interpreter shutdown stage, "
+                "skipping signal handlers removal",
+                ResourceWarning,
+                source=self,
+            )
+            self._signal_handlers.clear()
+        self._close_signal_pipe()
+        self._close_native()
+        self._executor_shutdown_called = True
+        executor = self._default_executor
+        if executor is not None:
+            self._default_executor = None
+            executor.shutdown(wait=False)
+
+    # -------------------------------------------------------- debug mode
+
+    def set_debug(self, enabled):
+        self._debug = enabled
+        if self.is_running():
+            self.call_soon_threadsafe(self._set_coroutine_origin_tracking, enabled)
+
+    def _set_coroutine_origin_tracking(self, enabled):
+        if bool(enabled) == bool(self._coroutine_origin_tracking_enabled):
+            return
+        if enabled:
+            self._coroutine_origin_tracking_saved_depth = sys.get_coroutine_origin_tracking_depth()
+            sys.set_coroutine_origin_tracking_depth(_DEBUG_STACK_DEPTH)
+        else:
+            sys.set_coroutine_origin_tracking_depth(self._coroutine_origin_tracking_saved_depth)
+        self._coroutine_origin_tracking_enabled = enabled
+
+    def _check_thread(self):
+        thread_id = self._thread_id
+        if thread_id is None:
+            return
+        if threading.get_ident() != thread_id:
+            raise RuntimeError(
+                "Non-thread-safe operation invoked on an event loop other "
+                "than the current one"
+            )
+
+    def _check_callback(self, callback, method):
+        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+            raise TypeError(f"coroutines cannot be used with {method}()")
+        if not callable(callback):
+            raise TypeError(
+                f"a callable object was expected by {method}(), got {callback!r}"
+            )
+
+    # Called by the native side in debug mode only.
+    def _debug_check(self, callback, method, check_thread):
+        if check_thread:
+            self._check_thread()
+        self._check_callback(callback, method)
+
+    def _debug_traceback(self, handle):
+        handle._source_traceback = format_helpers.extract_stack(sys._getframe(2))
+
+    def _log_slow_callback(self, handle, duration):
+        callback = handle._callback
+        owner = getattr(callback, "__self__", None)
+        text = repr(owner) if isinstance(owner, tasks.Task) else str(handle)
+        logger.warning("Executing %s took %.3f seconds", text, duration)
+
+    # ------------------------------------------------------- exceptions
+
+    def _report_callback_exception(self, handle, exc):
+        source = _handles.format_callback(handle._callback, handle._args, self.get_debug())
+        context = {
+            "message": f"Exception in callback {source}",
+            "exception": exc,
+            "handle": handle,
+        }
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        self.call_exception_handler(context)
+
+    def get_exception_handler(self):
+        return self._exception_handler
+
+    def set_exception_handler(self, handler):
+        if handler is not None and not callable(handler):
+            raise TypeError(f"A callable object or None is expected, got {handler!r}")
+        self._exception_handler = handler
+
+    def default_exception_handler(self, context):
+        """Log ``context`` on the 'asyncio' logger, formatted as asyncio's."""
+        message = context.get("message") or "Unhandled exception in event loop"
+        exception = context.get("exception")
+        exc_info = (type(exception), exception, exception.__traceback__) if exception is not None else False
+        lines = [message]
+        for key in sorted(context):
+            if key in ("message", "exception"):
+                continue
+            value = context[key]
+            if key == "source_traceback":
+                value = "Object created at (most recent call last):\n" + "".join(
+                    traceback.format_list(value)
+                ).rstrip()
+            elif key == "handle_traceback":
+                value = "Handle created at (most recent call last):\n" + "".join(
+                    traceback.format_list(value)
+                ).rstrip()
+            else:
+                value = repr(value)
+            lines.append(f"{key}: {value}")
+        logger.error("\n".join(lines), exc_info=exc_info)
+
+    def call_exception_handler(self, context):
+        if self._exception_handler is None:
+            try:
+                self.default_exception_handler(context)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:
+                logger.error("Exception in default exception handler", exc_info=True)
+            return
+        try:
+            owner = context.get("task") or context.get("future") or context.get("handle")
+            ctx = owner.get_context() if owner is not None and hasattr(owner, "get_context") else None
+            if ctx is not None and hasattr(ctx, "run"):
+                ctx.run(self._exception_handler, self, context)
+            else:
+                self._exception_handler(self, context)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            try:
+                self.default_exception_handler(
+                    {
+                        "message": "Unhandled error in exception handler",
+                        "exception": exc,
+                        "context": context,
+                    }
+                )
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:
+                logger.error(
+                    "Exception in default exception handler while handling an "
+                    "unexpected error in custom exception handler",
+                    exc_info=True,
+                )
+
+    # ---------------------------------------------------- futures, tasks
+
+    def create_future(self):
+        return futures.Future(loop=self)
+
+    def create_task(self, coro, *, name=None, context=None):
+        self._check_closed()
+        factory = self._task_factory
+        if factory is None:
+            task = tasks.Task(coro, loop=self, name=name, context=context)
+            if task._source_traceback:
+                del task._source_traceback[-1]
+        else:
+            if context is None:
+                task = factory(self, coro)
+            else:
+                task = factory(self, coro, context=context)
+            if name is not None:
+                task.set_name(name)
+        return task
+
+    def set_task_factory(self, factory):
+        if factory is not None and not callable(factory):
+            raise TypeError("task factory must be a callable or None")
+        self._task_factory = factory
+
+    def get_task_factory(self):
+        return self._task_factory
+
+    # ------------------------------------------------------ async gens
+
+    def _asyncgen_finalizer_hook(self, agen):
+        self._asyncgens.discard(agen)
+        if not self.is_closed():
+            self.call_soon_threadsafe(self.create_task, agen.aclose())
+
+    def _asyncgen_firstiter_hook(self, agen):
+        if self._asyncgens_shutdown_called:
+            warnings.warn(
+                f"asynchronous generator {agen!r} was scheduled after "
+                "loop.shutdown_asyncgens() call",
+                ResourceWarning,
+                source=self,
+            )
+        self._asyncgens.add(agen)
+
+    async def shutdown_asyncgens(self):
+        """Close every async generator still open on this loop."""
+        self._asyncgens_shutdown_called = True
+        if not self._asyncgens:
+            return
+        agens = list(self._asyncgens)
+        self._asyncgens.clear()
+        results = await tasks.gather(*[ag.aclose() for ag in agens], return_exceptions=True)
+        for result, agen in zip(results, agens):
+            if isinstance(result, Exception):
+                self.call_exception_handler(
+                    {
+                        "message": f"an error occurred during closing of asynchronous generator {agen!r}",
+                        "exception": result,
+                        "asyncgen": agen,
+                    }
+                )
+
+    # -------------------------------------------------------- executors
+
+    def _check_default_executor(self):
+        if self._executor_shutdown_called:
+            raise RuntimeError("Executor shutdown has been called")
+
+    def run_in_executor(self, executor, func, *args):
+        self._check_closed()
+        if self.get_debug():
+            self._check_callback(func, "run_in_executor")
+        if executor is None:
+            executor = self._default_executor
+            self._check_default_executor()
+            if executor is None:
+                executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+                self._default_executor = executor
+        return futures.wrap_future(executor.submit(func, *args), loop=self)
+
+    def set_default_executor(self, executor):
+        if not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
+            raise TypeError("executor must be ThreadPoolExecutor instance")
+        self._default_executor = executor
+
+    async def shutdown_default_executor(self, timeout=None):
+        """Shut the default executor down, joining its threads (bounded by
+        ``timeout`` seconds where given)."""
+        self._executor_shutdown_called = True
+        executor = self._default_executor
+        if executor is None:
+            return
+        done = self.create_future()
+        thread = threading.Thread(target=self._join_executor, args=(executor, done))
+        thread.start()
+        try:
+            if timeout is None:
+                await done
+            else:
+                await tasks.wait_for(done, timeout)
+        except TimeoutError:
+            warnings.warn(
+                "The executor did not finishing joining "
+                f"its threads within {timeout} seconds.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            executor.shutdown(wait=False)
+        else:
+            thread.join()
+
+    def _join_executor(self, executor, done):
+        try:
+            executor.shutdown(wait=True)
+            if not self.is_closed():
+                self.call_soon_threadsafe(futures._set_result_unless_cancelled, done, None)
+        except Exception as ex:
+            if not self.is_closed() and not done.cancelled():
+                self.call_soon_threadsafe(done.set_exception, ex)
+
+    # -------------------------------------------------------------- DNS
+
+    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        # Numeric hosts need no resolver: answer inline instead of paying a
+        # thread-pool round trip. AI_NUMERICHOST makes libc refuse anything
+        # that would need a lookup, and then the executor path takes over.
+        if _numeric_port(port):
+            try:
+                return socket.getaddrinfo(
+                    host, port, family, type, proto, flags | socket.AI_NUMERICHOST
+                )
+            except socket.gaierror:
+                pass
+        if self.get_debug():
+            logger.debug("Get address info %s:%r", host, port)
+        return await self.run_in_executor(
+            None, socket.getaddrinfo, host, port, family, type, proto, flags
+        )
+
+    async def getnameinfo(self, sockaddr, flags=0):
+        numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+        if flags & numeric == numeric:
+            return socket.getnameinfo(sockaddr, flags)
+        return await self.run_in_executor(None, socket.getnameinfo, sockaddr, flags)
+
+    # ------------------------------------------------------ fd watchers
+
+    def add_reader(self, fd, callback, *args):
+        self._check_closed()
+        if self.get_debug():
+            self._check_callback(callback, "add_reader")
+        return self._add_reader(_fileobj_to_fd(fd), callback, *args)
+
+    def remove_reader(self, fd):
+        if self.is_closed():
+            return False
+        return self._remove_reader(_fileobj_to_fd(fd))
+
+    def add_writer(self, fd, callback, *args):
+        self._check_closed()
+        if self.get_debug():
+            self._check_callback(callback, "add_writer")
+        return self._add_writer(_fileobj_to_fd(fd), callback, *args)
+
+    def remove_writer(self, fd):
+        if self.is_closed():
+            return False
+        return self._remove_writer(_fileobj_to_fd(fd))
+
+    # ---------------------------------------------------------- signals
+
+    def _check_signal(self, sig):
+        if not isinstance(sig, int):
+            raise TypeError(f"sig must be an int, not {sig!r}")
+        if sig not in signal.valid_signals():
+            raise ValueError(f"invalid signal number {sig}")
+
+    def _open_signal_pipe(self):
+        if self._signal_rsock is not None:
+            return
+        rsock, wsock = socket.socketpair()
+        rsock.setblocking(False)
+        wsock.setblocking(False)
+        self._signal_rsock, self._signal_wsock = rsock, wsock
+        self._add_reader(rsock.fileno(), self._read_signal_pipe)
+
+    def _close_signal_pipe(self):
+        if self._signal_rsock is None:
+            return
+        self._remove_reader(self._signal_rsock.fileno())
+        self._signal_rsock.close()
+        self._signal_wsock.close()
+        self._signal_rsock = self._signal_wsock = None
+
+    def _read_signal_pipe(self):
+        while True:
+            try:
+                data = self._signal_rsock.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                return
+            for signum in data:
+                self._handle_signal(signum)
+
+    def _handle_signal(self, sig):
+        handle = self._signal_handlers.get(sig)
+        if handle is None:
+            return
+        if handle.cancelled():
+            self.remove_signal_handler(sig)
+        else:
+            self._add_callback(handle)
+
+    def add_signal_handler(self, sig, callback, *args):
+        """Run callback(*args) from the loop when signal ``sig`` arrives."""
+        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+            raise TypeError("coroutines cannot be used with add_signal_handler()")
+        self._check_signal(sig)
+        self._check_closed()
+        self._open_signal_pipe()
+        try:
+            # Raises ValueError outside the main thread, so a loop running in
+            # another thread cannot take signals over.
+            signal.set_wakeup_fd(self._signal_wsock.fileno())
+        except (ValueError, OSError) as exc:
+            raise RuntimeError(str(exc))
+        handle = self._make_handle(callback, *args)
+        self._signal_handlers[sig] = handle
+        try:
+            signal.signal(sig, _noop_signal_handler)
+            # Restart interrupted syscalls instead of failing with EINTR.
+            signal.siginterrupt(sig, False)
+        except OSError as exc:
+            del self._signal_handlers[sig]
+            if not self._signal_handlers:
+                try:
+                    signal.set_wakeup_fd(-1)
+                except (ValueError, OSError) as nexc:
+                    logger.info("set_wakeup_fd(-1) failed: %s", nexc)
+            if exc.errno == errno.EINVAL:
+                raise RuntimeError(f"sig {sig:d} cannot be caught")
+            raise
+
+    def remove_signal_handler(self, sig):
+        """Remove the handler for ``sig``; True if there was one."""
+        self._check_signal(sig)
+        try:
+            del self._signal_handlers[sig]
+        except KeyError:
+            return False
+        handler = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+        try:
+            signal.signal(sig, handler)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                raise RuntimeError(f"sig {sig:d} cannot be caught")
+            raise
+        if not self._signal_handlers:
+            try:
+                signal.set_wakeup_fd(-1)
+            except (ValueError, OSError) as exc:
+                logger.info("set_wakeup_fd(-1) failed: %s", exc)
+        return True
+
+
+def _numeric_port(port):
+    if port is None or isinstance(port, int):
+        return True
+    if isinstance(port, (str, bytes)):
+        return port.isdigit()
+    return False
