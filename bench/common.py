@@ -122,6 +122,34 @@ def cpu_ticks_ns(pid):
     return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_jiffies():
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    total = sum(fields[:8])  # guest time is already inside user
+    return total - idle, total
+
+
+def settle(max_wait_s, busy_below=0.15, window_s=0.25):
+    """Wait (at most max_wait_s) for the machine to be nearly idle.
+
+    Other people's jobs share this 2-core machine; starting a measurement in a
+    quiet moment lowers the noise, and the busy fraction seen is returned so
+    that the results can say how quiet it was.  Returns the last window's
+    busy fraction of all CPUs (0.0 to 1.0).
+    """
+    deadline = time.monotonic() + max_wait_s
+    busy_frac = 1.0
+    while True:
+        busy0, total0 = _cpu_jiffies()
+        time.sleep(window_s)
+        busy1, total1 = _cpu_jiffies()
+        busy_frac = (busy1 - busy0) / max(1, total1 - total0)
+        if busy_frac < busy_below or time.monotonic() >= deadline:
+            return busy_frac
+
+
 def stop(proc):
     """Kill a server we started and reap it."""
     if proc.poll() is None:
@@ -227,6 +255,13 @@ def ratio_table(rows, names, key, baseline, value_title, higher_is_better=True):
             cells.append(cell)
         lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
     return "\n".join(lines) + "\n"
+
+
+def pct(fractions):
+    """Median of busy fractions as a percentage string."""
+    if not fractions:
+        return "n/a"
+    return "%.0f%%" % (100 * statistics.median(fractions))
 
 
 def missing_section(python_info, names):

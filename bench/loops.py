@@ -68,7 +68,7 @@ def version(name):
         return getattr(module, "__version__", "unknown")
 
 
-def install_policy(name):
+def install_policy(name, on_new_loop=None):
     """Make asyncio.new_event_loop() (and so asyncio.run) build `name`'s loop.
 
     Public API only: a default-policy subclass whose new_event_loop() calls the
@@ -78,7 +78,10 @@ def install_policy(name):
 
     class BenchPolicy(asyncio.DefaultEventLoopPolicy):
         def new_event_loop(self):
-            return make_loop()
+            loop = make_loop()
+            if on_new_loop is not None:
+                on_new_loop(loop)
+            return loop
 
     asyncio.set_event_loop_policy(BenchPolicy())
     return make_loop

@@ -72,12 +72,16 @@ def run_micro(args, names, info):
     present = [n for n in names if "missing" not in info["loops"][n]]
     samples = {(b, n): [] for b in micro.BENCHES for n in present}
     failures = {}
+    busy_seen = []
     script = os.path.join(common.BENCH_DIR, "micro.py")
     for rnd in range(rounds):
         for name in present:
             cmd = [args.python, script, "--loop", name, "--runs", str(runs),
                    "--scale", str(scale)]
-            print("micro round %d/%d: %s" % (rnd + 1, rounds, name), file=sys.stderr)
+            busy = common.settle(args.settle_s)
+            print("micro round %d/%d: %s (machine %.0f%% busy before)"
+                  % (rnd + 1, rounds, name, 100 * busy), file=sys.stderr)
+            busy_seen.append(busy)
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                                   cwd=common.CHILD_CWD, preexec_fn=common.pin(args.cpu))
             if proc.returncode != 0:
@@ -100,12 +104,14 @@ def run_micro(args, names, info):
                                       "ops_per_s": common.summarize(samples[(bench, name)]),
                                       "samples": samples[(bench, name)]}
         rows.append(row)
-    params = {"rounds": rounds, "runs_per_process": runs, "scale": scale, "cpu": args.cpu}
+    params = {"rounds": rounds, "runs_per_process": runs, "scale": scale, "cpu": args.cpu,
+              "busy_before": busy_seen}
     md = "### micro: median ops/s (ratio to %s)\n\n" % args.baseline
     md += common.ratio_table(rows, names, "ops_per_s", args.baseline, "benchmark")
     md += "\n" + "".join("- `%s`: one op = %s\n" % (r["bench"], r["unit"]) for r in rows)
-    md += "\nmedian of %d rounds × %d runs, one process per loop per round, each warmed up.\n" % (
-        rounds, runs)
+    md += ("\nmedian of %d rounds × %d runs, one process per loop per round, each warmed up; "
+           "machine busy before each process: median %s.\n"
+           % (rounds, runs, common.pct(busy_seen)))
     return {"rows": rows, "params": params}, md
 
 
@@ -136,6 +142,8 @@ def main():
     parser.add_argument("--baseline", default="uvloop", help="loop the ratios divide by")
     parser.add_argument("--cpu", type=int, default=None,
                         help="micro: pin each loop's process to this CPU")
+    parser.add_argument("--settle-s", type=float, default=2.0,
+                        help="wait up to this long for an idle machine before each process")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",

@@ -1,0 +1,267 @@
+"""Echo benchmark: uvloop's own echoserver.py / echoclient.py, unchanged.
+
+The two scripts come from the uvloop sdist on PyPI, pinned by version and
+sha256 (UVLOOP_SDIST), fetched with pip into bench/.cache/ and never
+committed.  Each loop is injected into the unmodified server by
+echo_launcher.py (an event-loop policy, then runpy); the minimal C epoll
+server echo_floor.c, compiled here with gcc, gives the kernel-only floor.
+
+The server is pinned to one CPU and the client (3 worker processes) to the
+other: on a 2-core machine the client saturates first, so requests/s alone
+hides the loop.  The figure that shows the loop is the server's CPU time per
+request, read from /proc before and after the timed client run (so start-up
+and warm-up are not counted).
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+import common
+
+UVLOOP_SDIST = {
+    "name": "uvloop",
+    "version": "0.23.0",
+    "sha256": "28d160f51ab4da3b187063652e643dea6831072add4adc1e6d62afbe73b6be27",
+    "files": ["examples/bench/echoserver.py", "examples/bench/echoclient.py"],
+}
+
+# Server arguments per mode; "sock" is echoserver.py's default
+# (loop.sock_recv / loop.sock_sendall).
+MODES = {
+    "proto": ["--proto"],
+    "buffered": ["--proto", "--buffered"],
+    "streams": ["--streams"],
+    "sock": [],
+}
+
+# Message size -> messages per client worker in the warm-up run.  The timed
+# run that follows is sized from the warm-up's rate to last about
+# TIMED_S seconds, so that a slow loop does not stretch the whole suite and a
+# fast one still gets a long enough sample.
+SIZES = {1024: 1500, 10240: 1000, 102400: 300}
+TIMED_S = 1.5
+QUICK_TIMED_S = 0.6
+WORKERS = 3  # echoclient.py's default: three connections, one per process
+FLOOR = "C floor"
+
+
+def size_label(size):
+    return "%d KiB" % (size // 1024)
+
+
+# --- preconditions ----------------------------------------------------------
+
+def check(args):
+    """Fail early, saying how to fix it, if the echo run cannot work."""
+    if shutil.which("gcc") is None:
+        raise common.PreconditionError(
+            "gcc not found (needed for the C floor server): apt-get install -y gcc")
+    if len(common.cpus()) < 2:
+        raise common.PreconditionError(
+            "echo needs 2 CPUs to pin server and client apart; this process has %s"
+            % common.cpus())
+    fetch_scripts(args.python)
+    build_floor()
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_scripts(python):
+    """Return the directory holding the pinned echoserver.py / echoclient.py.
+
+    Downloads the sdist with pip (--require-hashes) on first use; later runs
+    reuse bench/.cache/ after checking the tarball's sha256 again.
+    """
+    sd = UVLOOP_SDIST
+    stem = "%s-%s" % (sd["name"], sd["version"])
+    dest = os.path.join(common.CACHE_DIR, stem)
+    tarball = os.path.join(common.CACHE_DIR, "sdist", stem + ".tar.gz")
+    if not (os.path.exists(tarball) and sha256(tarball) == sd["sha256"]):
+        os.makedirs(os.path.dirname(tarball), exist_ok=True)
+        req = os.path.join(common.CACHE_DIR, "sdist", "requirements.txt")
+        with open(req, "w") as f:
+            f.write("%s==%s --hash=sha256:%s\n" % (sd["name"], sd["version"], sd["sha256"]))
+        print("fetching %s sdist from PyPI ..." % stem, file=sys.stderr)
+        proc = subprocess.run(
+            [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "--require-hashes", "-r", req, "-d", os.path.dirname(tarball)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not os.path.exists(tarball):
+            raise common.PreconditionError(
+                "could not download %s with pip:\n%s" % (stem, proc.stderr.strip()[-2000:]))
+    got = sha256(tarball)
+    if got != sd["sha256"]:
+        raise common.PreconditionError("%s: sha256 %s, expected %s" % (tarball, got, sd["sha256"]))
+    with tarfile.open(tarball) as tar:
+        for rel in sd["files"]:
+            member = tar.getmember("%s/%s" % (stem, rel))  # exact names only
+            data = tar.extractfile(member).read()
+            path = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not os.path.exists(path) or open(path, "rb").read() != data:
+                with open(path, "wb") as f:
+                    f.write(data)
+    return os.path.join(dest, "examples", "bench")
+
+
+def build_floor():
+    """Compile echo_floor.c into bench/.cache/ when the source is newer."""
+    src = os.path.join(common.BENCH_DIR, "echo_floor.c")
+    exe = os.path.join(common.CACHE_DIR, "echo_floor")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        os.makedirs(common.CACHE_DIR, exist_ok=True)
+        proc = subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, src],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise common.PreconditionError("gcc failed on echo_floor.c:\n" + proc.stderr)
+    return exe
+
+
+# --- one measurement ----------------------------------------------------------
+
+def run_client(args, script_dir, port, size, num):
+    """Run echoclient.py on the client CPU; return its requests/s."""
+    cmd = [args.python, os.path.join(script_dir, "echoclient.py"),
+           "--msize", str(size), "--num", str(num), "--workers", str(WORKERS),
+           "--addr", "127.0.0.1:%d" % port]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          cwd=common.CHILD_CWD, preexec_fn=common.pin(args.client_cpu))
+    match = re.search(r"^([0-9.e+]+) requests/sec", proc.stdout, re.M)
+    if proc.returncode != 0 or not match:
+        raise RuntimeError("echoclient failed (%d): %s" % (
+            proc.returncode, (proc.stderr or proc.stdout).strip()[-500:]))
+    return float(match.group(1))
+
+
+def measure(args, script_dir, server_cmd, size, warm_num, timed_s, check_line=None):
+    """Start a server, warm it up, time one client run; return the figures."""
+    busy = common.settle(args.settle_s)
+    port = common.free_port()
+    cmd = [a.replace("{port}", str(port)) for a in server_cmd]
+    log_path = os.path.join(common.CACHE_DIR, "echo-server.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=common.CHILD_CWD, preexec_fn=common.pin(args.server_cpu))
+    try:
+        common.wait_port(port, proc)
+        warm_rps = run_client(args, script_dir, port, size, warm_num)
+        num = max(200, int(warm_rps * timed_s / WORKERS))
+        cpu0, ticks0 = common.cpu_ns(proc.pid), common.cpu_ticks_ns(proc.pid)
+        rps = run_client(args, script_dir, port, size, num)
+        cpu1, ticks1 = common.cpu_ns(proc.pid), common.cpu_ticks_ns(proc.pid)
+    finally:
+        common.stop(proc)
+        with open(log_path) as f:
+            log_text = f.read()
+    if check_line and check_line not in log_text:
+        raise RuntimeError("server log lacks %r (loop not injected?):\n%s"
+                           % (check_line, log_text[-500:]))
+    requests = num * WORKERS
+    return {
+        "rps": rps,
+        "requests": requests,
+        "busy_before": busy,
+        "cpu_us_per_req": (cpu1 - cpu0) / 1e3 / requests,
+        "cpu_us_per_req_ticks": (ticks1 - ticks0) / 1e3 / requests,
+    }
+
+
+# --- the suite ------------------------------------------------------------------
+
+def run_suite(args, names, info):
+    """All modes × sizes × loops (+ the C floor), interleaved over rounds."""
+    script_dir = fetch_scripts(args.python)
+    floor_exe = build_floor()
+    server_script = os.path.join(script_dir, "echoserver.py")
+    launcher = os.path.join(common.BENCH_DIR, "echo_launcher.py")
+    cpus = common.cpus()
+    args.server_cpu, args.client_cpu = cpus[0], cpus[1]
+    rounds = args.rounds or (1 if args.quick else 3)
+    present = [n for n in names if "missing" not in info["loops"][n]]
+    modes = list(MODES)
+    sizes = list(SIZES)
+    if args.quick:
+        modes, sizes = ["proto", "sock"], [1024, 102400]
+    timed_s = QUICK_TIMED_S if args.quick else TIMED_S
+
+    samples = {}  # (mode, size, loop) -> list of measure() dicts
+    errors = {}
+    for rnd in range(rounds):
+        for size in sizes:
+            jobs = [("floor", FLOOR, [floor_exe, "127.0.0.1", "{port}"], None)]
+            for mode in modes:
+                for name in present:
+                    cmd = [args.python, launcher, name, server_script] + MODES[mode] + [
+                        "--addr", "127.0.0.1:{port}"]
+                    jobs.append((mode, name, cmd, "echo_launcher: loop created:"))
+            for mode, name, cmd, check_line in jobs:
+                print("echo round %d/%d: %s %s %s" % (rnd + 1, rounds, mode, size_label(size),
+                                                       name), file=sys.stderr)
+                try:
+                    res = measure(args, script_dir, cmd, size, SIZES[size], timed_s,
+                                  check_line)
+                except Exception as exc:  # one failure must not hide the rest
+                    errors[(mode, size, name)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
+                    continue
+                samples.setdefault((mode, size, name), []).append(res)
+                time.sleep(0.2)  # let TIME_WAIT sockets and the scheduler settle
+
+    return build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s)
+
+
+def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s):
+    rows = []
+    for mode in modes:
+        for size in sizes:
+            row = {"bench": "%s %s" % (mode, size_label(size)), "mode": mode, "size": size,
+                   "loops": {}}
+            for name in names + [FLOOR]:
+                got = samples.get(("floor" if name == FLOOR else mode, size, name))
+                if name != FLOOR and "missing" in info["loops"][name]:
+                    row["loops"][name] = {"status": "MISSING"}
+                elif not got:
+                    err = errors.get(("floor" if name == FLOOR else mode, size, name))
+                    row["loops"][name] = {"status": "FAILED", "error": err}
+                else:
+                    row["loops"][name] = {
+                        "status": "ok",
+                        "rps": common.summarize([g["rps"] for g in got]),
+                        "cpu_us_per_req": common.summarize(
+                            [g["cpu_us_per_req"] for g in got], higher_is_better=False),
+                        "cpu_us_per_req_ticks": common.summarize(
+                            [g["cpu_us_per_req_ticks"] for g in got], higher_is_better=False),
+                        "samples": got,
+                    }
+            rows.append(row)
+    cols = names + [FLOOR]
+    md = ("### echo: server CPU µs per request, median (in brackets: %s's CPU per request "
+          "÷ this one's, >1 is cheaper)\n\n" % args.baseline)
+    md += common.ratio_table(rows, cols, "cpu_us_per_req", args.baseline, "mode, size",
+                             higher_is_better=False)
+    md += "\n### echo: requests/s, median (ratio to %s)\n\n" % args.baseline
+    md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size")
+    md += ("\nuvloop %s examples/bench/echoserver.py + echoclient.py (%d workers), unchanged; "
+           "server on CPU %d, client on CPU %d; median of %d rounds; each timed client run "
+           "about %.1f s after a warm-up run; machine busy before each server start: median %s.\n"
+           % (UVLOOP_SDIST["version"], WORKERS, args.server_cpu, args.client_cpu, rounds,
+              timed_s, common.pct([g["busy_before"] for g in
+                                   (x for v in samples.values() for x in v)])))
+    params = {"rounds": rounds, "workers": WORKERS, "server_cpu": args.server_cpu,
+              "client_cpu": args.client_cpu, "sdist": UVLOOP_SDIST,
+              "timed_s": timed_s,
+              "warmup_messages_per_worker": {str(s): SIZES[s] for s in sizes}}
+    return {"rows": rows, "params": params}, md
