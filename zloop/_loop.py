@@ -224,7 +224,7 @@ class Loop(LoopCore, asyncio.AbstractEventLoop):
         self._check_callback(callback, method)
 
     def _debug_traceback(self, handle):
-        handle._source_traceback = format_helpers.extract_stack(sys._getframe(2))
+        handle._source_traceback = format_helpers.extract_stack(sys._getframe(1))
 
     def _log_slow_callback(self, handle, duration):
         callback = handle._callback
@@ -465,7 +465,7 @@ class Loop(LoopCore, asyncio.AbstractEventLoop):
         self._check_closed()
         if self.get_debug():
             self._check_callback(callback, "add_reader")
-        return self._add_reader(_fileobj_to_fd(fd), callback, *args)
+        self._add_reader(_fileobj_to_fd(fd), callback, *args)
 
     def remove_reader(self, fd):
         if self.is_closed():
@@ -476,7 +476,7 @@ class Loop(LoopCore, asyncio.AbstractEventLoop):
         self._check_closed()
         if self.get_debug():
             self._check_callback(callback, "add_writer")
-        return self._add_writer(_fileobj_to_fd(fd), callback, *args)
+        self._add_writer(_fileobj_to_fd(fd), callback, *args)
 
     def remove_writer(self, fd):
         if self.is_closed():

@@ -244,7 +244,7 @@ fn callLater(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) cal
         defer py.decref(sum);
         when_s = toSeconds(sum) orelse return null;
     }
-    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_later);
+    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_at);
 }
 
 fn callAt(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
@@ -517,13 +517,9 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 
 fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
     const loop = py.cast(Loop, self.?);
-    // Heap types' instances keep their type alive; ours is static, but a
-    // Python subclass is a heap type, so visit it.
-    const tp = c.Py_TYPE(self);
-    if (tp.*.tp_flags & c.Py_TPFLAGS_HEAPTYPE != 0) {
-        const rc = visit.?(py.obj(tp), arg);
-        if (rc != 0) return rc;
-    }
+    // A Python subclass (a heap type) is visited by CPython's
+    // subtype_traverse before it calls this; visiting it again would skew
+    // the collector's counts.
     if (!loop.has_reactor) return 0;
     const q = &loop.reactor.ready;
     var i: usize = 0;
@@ -558,9 +554,9 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     c.PyObject_GC_UnTrack(self);
     if (loop.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     drain(loop, true);
-    const tp = c.Py_TYPE(self);
-    tp.*.tp_free.?(self);
-    if (tp.*.tp_flags & c.Py_TPFLAGS_HEAPTYPE != 0) py.decref(py.obj(tp));
+    // subtype_dealloc drops the reference a heap subclass's instance holds
+    // on its type; this static base must not drop it again.
+    c.Py_TYPE(self).*.tp_free.?(self);
 }
 
 // ----------------------------------------------------------- attributes
