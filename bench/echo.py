@@ -45,7 +45,7 @@ MODES = {
 # TIMED_S seconds, so that a slow loop does not stretch the whole suite and a
 # fast one still gets a long enough sample.
 SIZES = {1024: 1500, 10240: 1000, 102400: 300}
-TIMED_S = 1.5
+TIMED_S = 1.2
 QUICK_TIMED_S = 0.6
 WORKERS = 3  # echoclient.py's default: three connections, one per process
 FLOOR = "C floor"

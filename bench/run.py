@@ -142,7 +142,7 @@ def main():
     parser.add_argument("--baseline", default="uvloop", help="loop the ratios divide by")
     parser.add_argument("--cpu", type=int, default=None,
                         help="micro: pin each loop's process to this CPU")
-    parser.add_argument("--settle-s", type=float, default=2.0,
+    parser.add_argument("--settle-s", type=float, default=0.5,
                         help="wait up to this long for an idle machine before each process")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
