@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p.set_defaults(func=_cmd_run)
 
+    p = sub.add_parser("run-env", help="run from a tox env name: [pyXY-]SUITE-LOOP[-BACKEND]")
+    p.add_argument("env_name")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(func=_cmd_run_env)
+
     p = sub.add_parser("diff", help="diff two zloop.testing reports of the same suite")
     p.add_argument("suite")
     p.add_argument("baseline", type=Path)
@@ -167,7 +172,10 @@ def _run_root(suite: Suite, root: Path, cache_dir: Path) -> Path:
         shutil.rmtree(run_root)
     run_root.mkdir(parents=True)
     for part in suite.copy:
-        shutil.copytree(root / part, run_root / part)
+        if (root / part).is_dir():
+            shutil.copytree(root / part, run_root / part)
+        else:
+            shutil.copy2(root / part, run_root / part)
     return run_root
 
 
@@ -188,20 +196,48 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
     exclude_path = out_path.with_suffix(".exclude.json")
     exclude_path.write_text(json.dumps([
         {"test": e.test, "reason": e.reason} for e in suite.excludes_for(python, backend)]))
-    command = [sys.executable, "-m", "pytest", "-p", "zloop.testing",
-               "--event-loop", loop, "--event-loop-report", str(out_path),
-               "--event-loop-exclude", str(exclude_path), "--event-loop-label", suite.pin]
+    # Options as --name=value: pytest takes a bare argument that names an
+    # existing path as a hint for its rootdir, and the report paths exist.
+    command = [sys.executable, "-m", "pytest", "-p", _plugin_module(loop, out_path.parent),
+               f"--event-loop={loop}", f"--event-loop-report={out_path}",
+               f"--event-loop-exclude={exclude_path}", f"--event-loop-label={suite.pin}"]
     if backend:
-        command += ["--event-loop-backend", backend]
+        command += [f"--event-loop-backend={backend}"]
     for plugin in suite.plugins:
         command += ["-p", plugin]
-    command += ["-p", "no:cacheprovider", "-n", str(args.jobs or suite.jobs),
-                "--timeout", str(args.timeout or suite.timeout_s),
-                "--timeout-method", "thread", "-q"]
-    if suite.source == "stdlib":
-        command += ["--rootdir", str(run_root)]
+    command += ["-p", "no:cacheprovider", f"--numprocesses={args.jobs or suite.jobs}",
+                f"--timeout={args.timeout or suite.timeout_s}", "--timeout-method=thread",
+                "-q", f"--rootdir={run_root}"]
     command += [*suite.pytest_args, *suite.targets, *args.pytest_args]
     return command
+
+
+def _plugin_module(loop: str, scratch: Path) -> str:
+    """``zloop.testing``, or the same file as a top-level module when zloop is
+    not importable (not built yet) and the run does not need it."""
+    probe = subprocess.run([sys.executable, "-c", "import zloop"], capture_output=True,
+                           env=_env_with_zloop())
+    if probe.returncode == 0 or loop == "zloop":
+        return "zloop.testing"
+    alias_dir = scratch / "plugin"
+    alias_dir.mkdir(parents=True, exist_ok=True)
+    alias = alias_dir / "zloop_testing.py"
+    alias.unlink(missing_ok=True)
+    alias.symlink_to(Path(os.path.abspath(__file__)).parents[1] / "testing.py")
+    print("compat: zloop is not importable here; loading zloop/testing.py as zloop_testing",
+          flush=True)
+    return "zloop_testing"
+
+
+def _env_with_zloop(*extra: str) -> dict[str, str]:
+    """The environment for pytest: the zloop (and zloop.testing) that this
+    runner itself was imported from, then the given directories."""
+    env = dict(os.environ)
+    paths = [str(Path(os.path.abspath(__file__)).parents[2]), *extra]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
 def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
@@ -210,14 +246,7 @@ def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
     for stale in (out_path, Path(str(out_path) + ".jsonl")):
         stale.unlink(missing_ok=True)
     command = _pytest_command(suite, run_root, loop, backend, out_path, args)
-    env = dict(os.environ)
-    # The zloop (and zloop.testing) that this runner itself imported, and the
-    # suite's own injection plugins.
-    zloop_parent = str(Path(__file__).resolve().parents[2])
-    paths = [zloop_parent, str(suite.directory)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env = _env_with_zloop(str(suite.directory), str(out_path.parent / "plugin"))
     env["ZLOOP_COMPAT_SUITE_DIR"] = str(suite.directory)
     if backend:
         env["ZLOOP_BACKEND"] = backend
@@ -281,6 +310,33 @@ def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
         print(f"compat: FAIL: {problem}")
     print(f"compat: report {out_path}\ncompat: summary {summary_path}")
     return 1 if problems else 0
+
+
+# tox factors that name a suite by a shorter word than its directory.
+SUITE_ALIASES = {"asyncio": "asyncio_tests", "uvloop": "uvloop_tests"}
+
+
+def parse_env_name(env_name: str) -> tuple[str, str, str | None]:
+    """``py312-uvicorn-zloop-epoll`` -> ("uvicorn", "zloop", "epoll")."""
+    factors = [f for f in env_name.split("-") if not (f.startswith("py") and f[2:].isdigit())]
+    if len(factors) not in (2, 3) or factors[1] not in LOOPS:
+        raise SuiteError(f"env name {env_name!r} is not [pyXY-]SUITE-LOOP[-BACKEND]")
+    backend = factors[2] if len(factors) == 3 else None
+    if backend is not None and backend not in BACKENDS:
+        raise SuiteError(f"env name {env_name!r}: unknown backend {backend!r}")
+    return SUITE_ALIASES.get(factors[0], factors[0]), factors[1], backend
+
+
+def _cmd_run_env(args: argparse.Namespace) -> int:
+    suite, loop, backend = parse_env_name(args.env_name)
+    argv = ["run", suite, "--loop", loop]
+    if backend and loop == "zloop":
+        argv += ["--backend", backend]
+    if args.compat_dir:
+        argv = ["--compat-dir", str(args.compat_dir), *argv]
+    if args.pytest_args:
+        argv += ["--", *args.pytest_args]
+    return main(argv)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

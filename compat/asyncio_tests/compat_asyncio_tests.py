@@ -1,0 +1,68 @@
+"""CPython test_asyncio injection: loop-under-test twins of per-selector classes.
+
+``zloop.testing`` already makes ``asyncio.new_event_loop()`` (and so
+``asyncio.run``, ``asyncio.Runner``, ``IsolatedAsyncioTestCase`` and every
+``tearDownModule`` that resets the policy) build the loop under test. The
+classes below build their loop from a selector class directly, so they never
+reach it. For each one, a twin class named ``LoopUnderTest_<name>`` is added to
+its module before pytest collects it: the same tests, with ``create_event_loop``
+or ``new_loop`` returning the loop under test. On the asyncio baseline the twin
+builds asyncio's default loop (an epoll selector loop), so the names line up
+and the twin is diffed test by test. The original classes still run, on the
+selector loops they name, in both runs. No file of the stdlib is edited.
+"""
+
+from __future__ import annotations
+
+import sys
+import unittest
+
+import pytest
+
+# module -> (class names, the method that builds the loop). The epoll and plain
+# selector classes are the ones that match the default loop on Linux.
+TWINS = {
+    "test.test_asyncio.test_events": (("EPollEventLoopTests",), "create_event_loop"),
+    "test.test_asyncio.test_sendfile": (("EPollEventLoopTests",), "create_event_loop"),
+    "test.test_asyncio.test_sock_lowlevel": (("EPollEventLoopTests",), "create_event_loop"),
+    "test.test_asyncio.test_server": (("SelectorStartServerTests",), "new_loop"),
+    "test.test_asyncio.test_sslproto": (("SelectorStartTLSTests",), "new_loop"),
+    "test.test_asyncio.test_buffered_proto": (("BufferedProtocolSelectorTests",), "new_loop"),
+}
+PREFIX = "LoopUnderTest_"
+
+
+def _testing():
+    return sys.modules.get("zloop.testing") or sys.modules["zloop_testing"]
+
+
+def add_twins(module: object, factory) -> list[str]:
+    """Add the twin classes to a test module; return their names."""
+    names, method = TWINS.get(getattr(module, "__name__", ""), ((), ""))
+    added = []
+    for name in names:
+        base = getattr(module, name, None)
+        if not (isinstance(base, type) and issubclass(base, unittest.TestCase)):
+            continue  # absent on this Python or platform
+        twin_name = PREFIX + name
+
+        def build_loop(self, _factory=factory):
+            return _factory()
+
+        twin = type(twin_name, (base,), {method: build_loop, "__module__": module.__name__,
+                                         "__qualname__": twin_name})
+        setattr(module, twin_name, twin)
+        added.append(twin_name)
+    return added
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    if not isinstance(collector, pytest.Module):
+        return
+    try:
+        module = collector.obj  # imports the module; pytest reports errors itself
+    except Exception:
+        return
+    factory = _testing().loop_factory(collector.config.getoption("event_loop"))
+    add_twins(module, factory)
