@@ -1,0 +1,302 @@
+"""The loop.sock_* coroutines on raw non-blocking sockets (issue 3)."""
+
+import asyncio
+import errno
+import socket
+
+import pytest
+
+from _net import payload, unused_tcp_port, wait_for
+from _support import open_fds, yield_passes
+
+pytestmark = pytest.mark.network
+
+HOST = "127.0.0.1"
+
+
+def _nonblocking(sock):
+    sock.setblocking(False)
+    return sock
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    yield _nonblocking(a), _nonblocking(b)
+    a.close()
+    b.close()
+
+
+@pytest.fixture
+def listener():
+    sock = _nonblocking(socket.create_server((HOST, 0)))
+    yield sock
+    sock.close()
+
+
+def test_sock_sendall_and_recv(loop, pair):
+    a, b = pair
+
+    async def main():
+        await loop.sock_sendall(a, b"ping")
+        return await wait_for(loop.sock_recv(b, 100))
+
+    assert loop.run_until_complete(main()) == b"ping"
+
+
+def test_sock_recv_into(loop, pair):
+    a, b = pair
+    buf = bytearray(10)
+
+    async def main():
+        await loop.sock_sendall(a, b"12345")
+        return await wait_for(loop.sock_recv_into(b, buf))
+
+    assert loop.run_until_complete(main()) == 5
+    assert bytes(buf[:5]) == b"12345"
+
+
+def test_sock_recv_waits_for_data(loop, pair):
+    a, b = pair
+
+    async def main():
+        pending = loop.create_task(loop.sock_recv(b, 100))
+        await yield_passes(5)
+        assert not pending.done()
+        a.send(b"late")
+        return await wait_for(pending)
+
+    assert loop.run_until_complete(main()) == b"late"
+
+
+def test_sock_recv_returns_empty_at_eof(loop, pair):
+    a, b = pair
+
+    async def main():
+        a.shutdown(socket.SHUT_WR)
+        return await wait_for(loop.sock_recv(b, 100))
+
+    assert loop.run_until_complete(main()) == b""
+
+
+def test_large_sock_sendall_with_a_concurrent_reader(loop, pair):
+    a, b = pair
+    data = payload(4 * 1024 * 1024)
+
+    async def reader():
+        chunks = []
+        total = 0
+        while total < len(data):
+            chunk = await loop.sock_recv(b, 65536)
+            assert chunk, "unexpected EOF"
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+
+    async def main():
+        read = loop.create_task(reader())
+        await wait_for(loop.sock_sendall(a, data))
+        return await wait_for(read)
+
+    assert loop.run_until_complete(main()) == data
+
+
+def test_cancelled_sock_recv_leaves_the_socket_usable(loop, pair):
+    a, b = pair
+
+    async def main():
+        pending = loop.create_task(loop.sock_recv(b, 100))
+        await yield_passes(2)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        a.send(b"after cancel")
+        return await wait_for(loop.sock_recv(b, 100))
+
+    assert loop.run_until_complete(main()) == b"after cancel"
+
+
+def test_sock_connect_and_sock_accept(loop, listener):
+    async def main():
+        client = _nonblocking(socket.socket())
+        try:
+            accepting = loop.create_task(loop.sock_accept(listener))
+            await wait_for(loop.sock_connect(client, listener.getsockname()))
+            conn, addr = await wait_for(accepting)
+            with conn:
+                info = {
+                    "addr": addr,
+                    "conn nonblocking": conn.getblocking() is False,
+                    "peer": conn.getpeername(),
+                }
+                await loop.sock_sendall(conn, b"from server")
+                info["got"] = await wait_for(loop.sock_recv(client, 100))
+            return info, client.getsockname()
+        finally:
+            client.close()
+
+    info, client_addr = loop.run_until_complete(main())
+    assert info == {
+        "addr": client_addr,
+        "conn nonblocking": True,
+        "peer": client_addr,
+        "got": b"from server",
+    }
+
+
+def test_sock_connect_resolves_localhost(loop, listener):
+    port = listener.getsockname()[1]
+
+    async def main():
+        with _nonblocking(socket.socket()) as client:
+            await wait_for(loop.sock_connect(client, ("localhost", port)))
+            return client.getpeername()
+
+    assert loop.run_until_complete(main()) == (HOST, port)
+
+
+def test_sock_connect_refused(loop):
+    port = unused_tcp_port()
+
+    async def main():
+        with _nonblocking(socket.socket()) as client:
+            with pytest.raises(ConnectionRefusedError) as info:
+                await wait_for(loop.sock_connect(client, (HOST, port)))
+            return info.value.errno
+
+    assert loop.run_until_complete(main()) == errno.ECONNREFUSED
+
+
+@pytest.mark.parametrize(
+    "method", ["sock_recv", "sock_recv_into", "sock_sendall", "sock_connect", "sock_accept"]
+)
+def test_blocking_sockets_are_refused_in_debug_mode(loop, method):
+    # asyncio checks this only in debug mode (outside it, a blocking socket
+    # just blocks the loop).
+    loop.set_debug(True)
+    sock = socket.socket()
+    try:
+        assert sock.getblocking()
+        args = {
+            "sock_recv": (sock, 1),
+            "sock_recv_into": (sock, bytearray(1)),
+            "sock_sendall": (sock, b"x"),
+            "sock_connect": (sock, (HOST, 1)),
+            "sock_accept": (sock,),
+        }[method]
+
+        async def main():
+            with pytest.raises(ValueError) as info:
+                await getattr(loop, method)(*args)
+            return str(info.value)
+
+        assert loop.run_until_complete(main()) == "the socket must be non-blocking"
+    finally:
+        sock.close()
+
+
+def test_sock_sendall_empty_data(loop, pair):
+    a, b = pair
+
+    async def main():
+        assert await loop.sock_sendall(a, b"") is None
+        await loop.sock_sendall(a, b"x")
+        return await wait_for(loop.sock_recv(b, 10))
+
+    assert loop.run_until_complete(main()) == b"x"
+
+
+def test_sock_sendall_to_a_reset_peer_raises(loop):
+    a, b = socket.socketpair()
+    _nonblocking(a)
+    b.close()
+
+    async def main():
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            for _ in range(100):
+                await wait_for(loop.sock_sendall(a, b"x" * 65536))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        a.close()
+
+
+def test_udp_sock_sendto_and_recvfrom(loop):
+    async def main():
+        with _nonblocking(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as rx, _nonblocking(
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ) as tx:
+            rx.bind((HOST, 0))
+            tx.bind((HOST, 0))
+            sent = await loop.sock_sendto(tx, b"datagram", rx.getsockname())
+            data, addr = await wait_for(loop.sock_recvfrom(rx, 100))
+            buf = bytearray(100)
+            await loop.sock_sendto(tx, b"into", rx.getsockname())
+            nbytes, addr2 = await wait_for(loop.sock_recvfrom_into(rx, buf))
+            return sent, data, addr == tx.getsockname(), bytes(buf[:nbytes]), addr2 == addr
+
+    assert loop.run_until_complete(main()) == (8, b"datagram", True, b"into", True)
+
+
+def test_sock_sendfile(loop, pair, tmp_path):
+    a, b = pair
+    data = payload(200_000)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+
+    async def reader(size):
+        chunks = []
+        while sum(map(len, chunks)) < size:
+            chunks.append(await loop.sock_recv(b, 65536))
+        return b"".join(chunks)
+
+    async def main():
+        read = loop.create_task(reader(150_000))
+        with open(path, "rb") as f:
+            sent = await wait_for(loop.sock_sendfile(a, f, offset=50_000, count=150_000))
+            position = f.tell()
+        return sent, position, await wait_for(read)
+
+    sent, position, got = loop.run_until_complete(main())
+    assert (sent, position) == (150_000, 200_000)
+    assert got == data[50_000:200_000]
+
+
+def test_sock_sendfile_whole_file(loop, pair, tmp_path):
+    a, b = pair
+    data = payload(70_000)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+
+    async def main():
+        async def reader():
+            chunks = []
+            while sum(map(len, chunks)) < len(data):
+                chunks.append(await loop.sock_recv(b, 65536))
+            return b"".join(chunks)
+
+        read = loop.create_task(reader())
+        with open(path, "rb") as f:
+            sent = await wait_for(loop.sock_sendfile(a, f))
+        return sent, await wait_for(read)
+
+    assert loop.run_until_complete(main()) == (len(data), data)
+
+
+def test_sock_operations_leave_no_descriptors(loop, listener):
+    async def main():
+        for _ in range(10):
+            client = _nonblocking(socket.socket())
+            accepting = loop.create_task(loop.sock_accept(listener))
+            await wait_for(loop.sock_connect(client, listener.getsockname()))
+            conn, _ = await wait_for(accepting)
+            await loop.sock_sendall(client, b"x")
+            assert await wait_for(loop.sock_recv(conn, 1)) == b"x"
+            conn.close()
+            client.close()
+
+    loop.run_until_complete(main())
+    before = open_fds()
+    loop.run_until_complete(main())
+    assert open_fds() - before == set()
