@@ -55,7 +55,9 @@ pub fn runHandle(h: *Handle) core.RunError!void {
     h.running = false;
     if (result) |r| py.decref(r) else try reportError(loop, h);
     if (loop.debug) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
-    if (h.kind != .io and !loop.debug) handle.releaseCallback(h);
+    // One-shot handles let go of their callback once it ran (uvloop does
+    // the same); handles are not GC-tracked, so this is what breaks cycles.
+    if (h.kind != .io or h.cancelled) handle.releaseCallback(h);
 }
 
 /// Hands a callback's exception to `loop.call_exception_handler` (through
