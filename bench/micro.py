@@ -181,6 +181,10 @@ def main():
     parser.add_argument("--bench", default=",".join(BENCHES))
     parser.add_argument("--runs", type=int, default=5, help="timed runs per benchmark")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the op counts")
+    parser.add_argument("--n", type=int, help="exact op count per run (overrides --scale)")
+    parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up run")
+    parser.add_argument("--icount", action="store_true",
+                        help="mark runs of n and 3n ops for callgrind (see icount.py)")
     args = parser.parse_args()
 
     names = [b for b in args.bench.split(",") if b]
@@ -201,8 +205,19 @@ def main():
     }
     for name in names:
         func, base_n, unit = BENCHES[name]
-        n = max(1000, int(base_n * args.scale))
-        run_one(make_loop, func, max(1000, n // 4))  # warm-up: caches, freelists
+        n = args.n or max(1000, int(base_n * args.scale))
+        if not args.no_warmup:
+            run_one(make_loop, func, max(1000, n // 4))  # warm-up: caches, freelists
+        if args.icount:
+            # os.getpgrp() is callgrind's --dump-before marker: the dumps
+            # between the marks hold exactly one run of n and one of 3n ops.
+            os.getpgrp()
+            run_one(make_loop, func, n)
+            os.getpgrp()
+            run_one(make_loop, func, 3 * n)
+            os.getpgrp()
+            out["results"][name] = {"ops": n, "unit": unit, "marks": 3}
+            continue
         samples = []
         for _ in range(args.runs):
             ops, seconds = run_one(make_loop, func, n)

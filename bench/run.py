@@ -1,7 +1,7 @@
 """zloop benchmark suite: one entry point for every benchmark.
 
     python bench/run.py setup  [--python /root/.pyenv/versions/3.12.1/bin/python] [--with-zloop]
-    python bench/run.py micro|echo|http|all [--loops asyncio,uvloop,rloop,zloop]
+    python bench/run.py micro|echo|http|icount|all [--loops asyncio,uvloop,rloop,zloop]
                         [--python PATH] [--rounds N] [--quick] [--baseline uvloop]
 
 Each loop runs in a process of its own, the loops interleaved round by round
@@ -126,6 +126,9 @@ def suite_runner(suite):
     if suite == "http":
         import httpbench
         return httpbench.run_suite
+    if suite == "icount":
+        import icount
+        return icount.run_suite
     raise ValueError(suite)
 
 
@@ -133,7 +136,8 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="See bench/README.md for what each suite measures.")
-    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "all"])
+    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "icount", "all"],
+                        help="all = micro, echo, http; icount runs micro under callgrind")
     parser.add_argument("--loops", default=",".join(loops.LOOPS),
                         help="comma-separated, from %s" % ", ".join(loops.LOOPS))
     parser.add_argument("--python", help="the Python under test (default: .venv-bench/py3.12)")
@@ -165,7 +169,8 @@ def main():
         # Check every suite's preconditions before spending minutes on the first.
         for suite in suites:
             if suite != "micro":
-                __import__({"echo": "echo", "http": "httpbench"}[suite]).check(args)
+                __import__({"echo": "echo", "http": "httpbench", "icount": "icount"}[suite]
+                           ).check(args)
         for suite in suites:
             started = time.monotonic()
             doc = {"suite": suite, "machine": common.machine_info(info),
