@@ -230,8 +230,9 @@ def fmt(value, digits=3):
     return "%.*g" % (digits, value)
 
 
-def ratio_table(rows, names, key, baseline, value_title, higher_is_better=True):
-    """A Markdown table: one row per benchmark, per loop the median and ratio.
+def ratio_table(rows, names, key, baseline, value_title, higher_is_better=True,
+                stat="median"):
+    """A Markdown table: one row per benchmark, per loop `stat` and its ratio.
 
     rows: [{"bench": str, "loops": {name: {"status", key: summary}}}].  A loop
     that is missing or failed shows as such: it is never left out.
@@ -240,14 +241,14 @@ def ratio_table(rows, names, key, baseline, value_title, higher_is_better=True):
     lines = [head, "|" + "---|" * (len(names) + 1)]
     for row in rows:
         base = row["loops"].get(baseline, {})
-        base_med = base.get(key, {}).get("median") if base.get("status") == "ok" else None
+        base_med = base.get(key, {}).get(stat) if base.get("status") == "ok" else None
         cells = []
         for name in names:
             entry = row["loops"].get(name, {"status": "not run"})
             if entry.get("status") != "ok":
                 cells.append(entry.get("status", "?"))
                 continue
-            med = entry[key]["median"]
+            med = entry[key][stat]
             cell = fmt(med)
             if base_med:
                 ratio = med / base_med if higher_is_better else base_med / med

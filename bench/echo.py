@@ -251,14 +251,14 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
     md = ("### echo: server CPU µs per request, median (in brackets: %s's CPU per request "
           "÷ this one's, >1 is cheaper)\n\n" % args.baseline)
     md += common.ratio_table(rows, cols, "cpu_us_per_req", args.baseline, "mode, size",
-                             higher_is_better=False)
+                             higher_is_better=False, stat=stat)
     md += "\n### echo: requests/s, median (ratio to %s)\n\n" % args.baseline
     md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size")
     md += ("\nuvloop %s examples/bench/echoserver.py + echoclient.py (%d workers), unchanged; "
-           "server on CPU %d, client on CPU %d; median of %d rounds; each timed client run "
+           "server on CPU %d, client on CPU %d; %s of %d rounds; each timed client run "
            "about %.1f s after a warm-up run; machine busy before each server start: median %s.\n"
-           % (UVLOOP_SDIST["version"], WORKERS, args.server_cpu, args.client_cpu, rounds,
-              timed_s, common.pct([g["busy_before"] for g in
+           % (UVLOOP_SDIST["version"], WORKERS, args.server_cpu, args.client_cpu, stat,
+              rounds, timed_s, common.pct([g["busy_before"] for g in
                                    (x for v in samples.values() for x in v)])))
     params = {"rounds": rounds, "workers": WORKERS, "server_cpu": args.server_cpu,
               "client_cpu": args.client_cpu, "sdist": UVLOOP_SDIST,

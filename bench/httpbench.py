@@ -142,17 +142,19 @@ def run_suite(args, names, info):
             }
     rows = [row]
     busy = [g["busy_before"] for v in samples.values() for g in v]
-    md = "### http: requests/s, median (ratio to %s)\n\n" % args.baseline
-    md += common.ratio_table(rows, names, "rps", args.baseline, "uvicorn + httptools")
-    md += ("\n### http: server CPU µs per request, median (in brackets: %s's ÷ this one's, "
-           ">1 is cheaper)\n\n" % args.baseline)
+    stat = args.stat or "median"
+    md = "### http: requests/s, %s (ratio to %s)\n\n" % (stat, args.baseline)
+    md += common.ratio_table(rows, names, "rps", args.baseline, "uvicorn + httptools",
+                             stat=stat)
+    md += ("\n### http: server CPU µs per request, %s (in brackets: %s's ÷ this one's, "
+           ">1 is cheaper)\n\n" % (stat, args.baseline))
     md += common.ratio_table(rows, names, "cpu_us_per_req", args.baseline,
-                             "uvicorn + httptools", higher_is_better=False)
+                             "uvicorn + httptools", higher_is_better=False, stat=stat)
     md += ("\nuvicorn %s --http httptools, wrk -t1 -c%d -d%ds after a %d s warm-up; "
-           "server on CPU %d, wrk on CPU %d; median of %d rounds; machine busy before each "
+           "server on CPU %d, wrk on CPU %d; %s of %d rounds; machine busy before each "
            "server start: median %s.\n"
            % (getattr(args, "uvicorn_version", "?"), CONNECTIONS, duration_s, WARMUP_S,
-              args.server_cpu, args.client_cpu, rounds, common.pct(busy)))
+              args.server_cpu, args.client_cpu, stat, rounds, common.pct(busy)))
     params = {"rounds": rounds, "connections": CONNECTIONS, "duration_s": duration_s,
               "warmup_s": WARMUP_S, "server_cpu": args.server_cpu,
               "client_cpu": args.client_cpu}

@@ -98,7 +98,7 @@ def run_suite(args, names, info):
     md = ("### icount: instructions per operation under callgrind (in brackets: %s's ÷ this "
           "one's, >1 is cheaper)\n\n" % args.baseline)
     md += common.ratio_table(rows, names, "instructions_per_op", args.baseline, "benchmark",
-                             higher_is_better=False)
+                             higher_is_better=False, stat="median")
     md += ("\n(I(3n) − I(n)) / 2n with n = %d, PYTHONHASHSEED=0, %d round(s); same "
            "benchmarks as micro, threadsafe excluded.\n" % (n, rounds))
     return {"rows": rows, "params": {"n": n, "rounds": rounds}}, md

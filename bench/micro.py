@@ -156,10 +156,10 @@ def bench_threadsafe(loop, n):
 # name -> (function, operations per timed run at --scale 1, what one op is)
 BENCHES = {
     "call_soon": (bench_call_soon, 500_000, "callback scheduled and run, 100 per batch"),
-    "call_later": (bench_call_later, 200_000, "timer scheduled (1/4 cancelled)"),
-    "sleep0": (bench_sleep0, 500_000, "sleep(0) switch, 100 tasks"),
-    "gather": (bench_gather, 200_000, "task created and gathered, 1000 per gather"),
-    "threadsafe": (bench_threadsafe, 200_000, "call_soon_threadsafe from a thread"),
+    "call_later": (bench_call_later, 100_000, "timer scheduled (1/4 cancelled)"),
+    "sleep0": (bench_sleep0, 300_000, "sleep(0) switch, 100 tasks"),
+    "gather": (bench_gather, 100_000, "task created and gathered, 1000 per gather"),
+    "threadsafe": (bench_threadsafe, 100_000, "call_soon_threadsafe from a thread"),
 }
 
 

@@ -15,6 +15,7 @@ See bench/README.md.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,13 +34,19 @@ def default_python():
     return candidate if os.path.exists(candidate) else sys.executable
 
 
+def resolve_python(python):
+    """An absolute path: the children run in bench/, not in the caller's cwd."""
+    path = python if os.sep in python else shutil.which(python)
+    if not path or not os.path.exists(path):
+        raise common.PreconditionError("no Python at %s" % python)
+    return os.path.abspath(path)
+
+
 # --- setup ----------------------------------------------------------------
 
 def cmd_setup(args):
     """Create .venv-bench/pyX.Y from --python and install the pinned peers."""
-    base = args.python or DEFAULT_BASE_PYTHON
-    if not os.path.exists(base):
-        raise common.PreconditionError("no Python at %s (give --python)" % base)
+    base = resolve_python(args.python or DEFAULT_BASE_PYTHON)
     ver = subprocess.run(
         [base, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         capture_output=True, text=True, check=True,
@@ -82,10 +89,17 @@ def run_micro(args, names, info):
             print("micro round %d/%d: %s (machine %.0f%% busy before)"
                   % (rnd + 1, rounds, name, 100 * busy), file=sys.stderr)
             busy_seen.append(busy)
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                                  cwd=common.CHILD_CWD, preexec_fn=common.pin(args.cpu))
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True,
+                                      timeout=60 if args.quick else 180,
+                                      cwd=common.CHILD_CWD, preexec_fn=common.pin(args.cpu))
+            except subprocess.TimeoutExpired as exc:
+                failures[name] = ["timed out after %.0f s" % exc.timeout]
+                print("  FAILED: %s" % failures[name][0], file=sys.stderr)
+                continue
             if proc.returncode != 0:
-                failures[name] = proc.stderr.strip().splitlines()[-1:] or ["exit %d" % proc.returncode]
+                last = proc.stderr.strip().splitlines()[-1:]
+                failures[name] = last or ["exit %d" % proc.returncode]
                 print("  FAILED: %s" % failures[name][0], file=sys.stderr)
                 continue
             for bench, res in json.loads(proc.stdout)["results"].items():
@@ -106,12 +120,13 @@ def run_micro(args, names, info):
         rows.append(row)
     params = {"rounds": rounds, "runs_per_process": runs, "scale": scale, "cpu": args.cpu,
               "busy_before": busy_seen}
-    md = "### micro: median ops/s (ratio to %s)\n\n" % args.baseline
-    md += common.ratio_table(rows, names, "ops_per_s", args.baseline, "benchmark")
+    stat = args.stat or "best"
+    md = "### micro: %s ops/s (ratio to %s)\n\n" % (stat, args.baseline)
+    md += common.ratio_table(rows, names, "ops_per_s", args.baseline, "benchmark", stat=stat)
     md += "\n" + "".join("- `%s`: one op = %s\n" % (r["bench"], r["unit"]) for r in rows)
-    md += ("\nmedian of %d rounds × %d runs, one process per loop per round, each warmed up; "
+    md += ("\n%s of %d rounds × %d runs, one process per loop per round, each warmed up; "
            "machine busy before each process: median %s.\n"
-           % (rounds, runs, common.pct(busy_seen)))
+           % (stat, rounds, runs, common.pct(busy_seen)))
     return {"rows": rows, "params": params}, md
 
 
@@ -148,6 +163,9 @@ def main():
                         help="micro: pin each loop's process to this CPU")
     parser.add_argument("--settle-s", type=float, default=0.5,
                         help="wait up to this long for an idle machine before each process")
+    parser.add_argument("--stat", choices=["best", "median"],
+                        help="figure in the tables (default: best for micro, "
+                             "median for echo and http)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",
@@ -158,7 +176,7 @@ def main():
         if args.suite == "setup":
             return cmd_setup(args)
         names = loops.parse_names(args.loops)
-        args.python = args.python or default_python()
+        args.python = resolve_python(args.python or default_python())
         info = common.probe_loops(args.python, names)
         if args.baseline not in names or "missing" in info["loops"].get(args.baseline, {}):
             args.baseline = "asyncio"
