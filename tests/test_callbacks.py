@@ -3,6 +3,7 @@
 import asyncio
 import contextvars
 import re
+import socket
 import sys
 import threading
 import time
@@ -406,3 +407,37 @@ def test_handle_get_context(loop):
     implicit = loop.call_soon(lambda: None).get_context()
     assert isinstance(implicit, contextvars.Context)
     assert implicit is not ctx
+
+
+# -- order within one pass ----------------------------------------------------
+
+
+def test_due_timers_run_after_callbacks_already_ready(loop):
+    # asyncio.base_events._run_once appends due timers to the ready queue
+    # after what is already there, even a timer scheduled first.
+    calls = []
+    loop.call_later(0, calls.append, "timer")
+    loop.call_soon(calls.append, "soon")
+    run_passes(loop, 3)
+    assert calls == ["soon", "timer"]
+
+
+def test_pass_order_is_ready_then_io_then_timers(loop):
+    a, b = socket.socketpair()
+    try:
+        calls = []
+
+        def on_readable():
+            calls.append("io")
+            a.recv(10)
+            loop.remove_reader(a.fileno())
+
+        b.send(b"x")
+        loop.add_reader(a.fileno(), on_readable)
+        loop.call_later(0, calls.append, "timer")
+        loop.call_soon(calls.append, "soon")
+        run_passes(loop, 3)
+        assert calls == ["soon", "io", "timer"]
+    finally:
+        a.close()
+        b.close()
