@@ -10,6 +10,7 @@ const state = @import("state.zig");
 const handle = @import("handle.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
+const transport = @import("transport.zig");
 
 const gpa = std.heap.c_allocator;
 
@@ -317,8 +318,14 @@ fn queueIo(loop: *Loop, fw: *FdWatcher, h: *Handle, read: bool) core.RunError!vo
     py.incref(py.obj(h));
 }
 
-fn watcherFor(loop: *Loop, fd: i32, create: bool) error{OutOfMemory}!?*FdWatcher {
-    if (loop.reactor.watcherFor(fd)) |w| return @fieldParentPtr("w", w);
+/// add_reader/add_writer's watcher for `fd`. A socket transport's fd has
+/// the transport's own watcher (one per fd): asyncio refuses add_reader on
+/// it with RuntimeError, and so does this (`error.UsedByTransport`).
+fn watcherFor(loop: *Loop, fd: i32, create: bool) error{ OutOfMemory, UsedByTransport }!?*FdWatcher {
+    if (loop.reactor.watcherFor(fd)) |w| {
+        if (transport.isTransportWatcher(w)) return error.UsedByTransport;
+        return @fieldParentPtr("w", w);
+    }
     if (!create) return null;
     const fw = try gpa.create(FdWatcher);
     fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady } };
@@ -349,9 +356,9 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     const fd: i32 = @intCast(fd_long);
     const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
-    const fw = (watcherFor(loop, fd, true) catch {
+    const fw = (watcherFor(loop, fd, true) catch |err| {
         py.decref(py.obj(h));
-        return c.PyErr_NoMemory();
+        return usedByTransport(loop, fd, err);
     }).?;
     var want = interestOf(fw);
     if (read) want.read = true else want.write = true;
@@ -372,8 +379,17 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     return py.newref(py.obj(h));
 }
 
+fn usedByTransport(loop: *Loop, fd: i32, err: anyerror) ?*Obj {
+    if (err != error.UsedByTransport) return c.PyErr_NoMemory();
+    const w = loop.reactor.watcherFor(fd).?;
+    return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by transport %R", fd, transport.ownerOfWatcher(w));
+}
+
 fn removeIo(loop: *Loop, fd: i32, read: bool) error{Failed}!bool {
-    const fw = (watcherFor(loop, fd, false) catch unreachable) orelse return false;
+    const fw = (watcherFor(loop, fd, false) catch |err| {
+        _ = usedByTransport(loop, fd, err);
+        return error.Failed;
+    }) orelse return false;
     const slot = if (read) &fw.reader else &fw.writer;
     const old = slot.* orelse return false;
     slot.* = null;
@@ -420,7 +436,7 @@ fn ioHandles(self: ?*Obj, fd_obj: ?*Obj) callconv(.c) ?*Obj {
     var r: *Obj = py.none();
     var w: *Obj = py.none();
     if (loop.has_reactor and fd_long >= 0 and fd_long <= std.math.maxInt(i32)) {
-        if (watcherFor(loop, @intCast(fd_long), false) catch unreachable) |fw| {
+        if (watcherFor(loop, @intCast(fd_long), false) catch null) |fw| {
             if (fw.reader) |h| r = py.obj(h);
             if (fw.writer) |h| w = py.obj(h);
         }
@@ -461,6 +477,11 @@ fn drain(loop: *Loop, close_reactor: bool) void {
     while (loop.reactor.popTimer()) |cb| cb.drop(cb);
     for (loop.reactor.watchers.items) |maybe| {
         const w = maybe orelse continue;
+        if (transport.isTransportWatcher(w)) {
+            // A transport outlives a GC clear; on close() it leaves.
+            if (close_reactor) transport.loopClosing(w);
+            continue;
+        }
         const fw: *FdWatcher = @fieldParentPtr("w", w);
         const r = fw.reader;
         const wr = fw.writer;
@@ -537,6 +558,8 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     }
     for (loop.reactor.watchers.items) |maybe| {
         const w = maybe orelse continue;
+        // A transport's reference to itself is not the loop's to report.
+        if (transport.isTransportWatcher(w)) continue;
         const fw: *FdWatcher = @fieldParentPtr("w", w);
         inline for (.{ fw.reader, fw.writer }) |hh| if (hh) |h| {
             const rc = visit.?(py.obj(h), arg);

@@ -1,0 +1,737 @@
+//! `zloop._zloop.SocketTransportCore`: the native half of zloop's stream
+//! transports over sockets (TCP and Unix). The I/O itself lives here: one
+//! `core.IoWatcher` per transport, reads straight into a fresh `bytes`
+//! handed to `protocol.data_received` (or into a `BufferedProtocol`'s
+//! buffer), writes that try the socket first and buffer only the rest, and
+//! write flow control. The Python subclass `zloop._net._SocketTransport`
+//! adds the cold paths: construction, extra info, repr, `_fatal_error`,
+//! `_call_connection_lost`, protocol switching.
+//!
+//! Layout: the type's base is `asyncio.Transport` itself (set at import),
+//! so `isinstance(t, asyncio.Transport)` holds. `asyncio.BaseTransport`
+//! declares `__slots__ = ('_extra',)`, which puts its `_extra` slot right
+//! after the object header; `Transport.extra` sits there. Everything the
+//! I/O path needs lives in a separately allocated `Inner`, so the Python
+//! object's layout stays an `extern struct`.
+//!
+//! Lifecycle (as `selector_events._SelectorSocketTransport`):
+//!   _setup -> (call_soon) connection_made -> (call_soon) _start_reading
+//!   close(): stop reading; once the buffer is flushed, connection_lost
+//!   abort()/fatal error: drop the buffer, connection_lost(exc) next pass.
+//! While set up, the transport holds a reference to itself on behalf of the
+//! reactor (as asyncio's selector holds its bound `_read_ready`), released
+//! by `_detach` from `_call_connection_lost`.
+//!
+//! Readiness is handled inline from the reactor's I/O dispatch (as libuv
+//! calls its read callbacks from the poll phase), not through the ready
+//! queue: the ready queue carries only `Handle`s.
+const std = @import("std");
+const core = @import("core");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const loop_mod = @import("loop.zig");
+const linux = std.os.linux;
+
+const gpa = std.heap.c_allocator;
+
+/// Bytes asked of one recv(), as `selector_events.max_size`.
+const max_read = 256 * 1024;
+/// After this many write() calls on a lost connection, warn (asyncio's
+/// `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`).
+const log_threshold_conn_lost = 5;
+
+pub const Transport = extern struct {
+    ob_base: Obj,
+    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor.
+    extra: ?*Obj,
+    loop: ?*Obj,
+    protocol: ?*Obj,
+    inner: ?*Inner,
+};
+
+const Inner = struct {
+    owner: *Transport,
+    w: core.IoWatcher,
+    wbuf: std.ArrayList(u8) = .empty,
+    /// Bytes of `wbuf` before this offset are already sent.
+    wpos: usize = 0,
+    high: usize = 64 * 1024,
+    low: usize = 16 * 1024,
+    conn_lost: u32 = 0,
+    /// In the reactor's watcher table, holding the self-reference.
+    attached: bool = false,
+    /// `_start_reading` ran (connection_made was called first).
+    started: bool = false,
+    paused: bool = false,
+    closing: bool = false,
+    /// write_eof() was called.
+    eof: bool = false,
+    /// The peer's EOF was seen; reading stopped for good.
+    read_eof: bool = false,
+    buffered: bool = false,
+    protocol_paused: bool = false,
+
+    fn pending(in: *const Inner) usize {
+        return in.wbuf.items.len - in.wpos;
+    }
+};
+
+pub var TransportType: ?*c.PyTypeObject = null;
+var spec: c.PyType_Spec = undefined;
+var slots = [_]c.PyType_Slot{
+    .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast("The native I/O engine of zloop's socket transports.")) },
+    .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
+    .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
+    .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
+    .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
+    .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
+    .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
+    .{ .slot = 0, .pfunc = null },
+};
+
+const Names = struct {
+    data_received: *Obj,
+    eof_received: *Obj,
+    get_buffer: *Obj,
+    buffer_updated: *Obj,
+    fatal_error: *Obj,
+    call_connection_lost: *Obj,
+    call_soon: *Obj,
+    pause_cb: *Obj,
+    resume_cb: *Obj,
+    warn_lost: *Obj,
+    msg_read: *Obj,
+    msg_write: *Obj,
+    msg_data: *Obj,
+    msg_eof: *Obj,
+    msg_get_buffer: *Obj,
+    msg_buffer_updated: *Obj,
+};
+var names: Names = undefined;
+
+fn loopOf(t: *Transport) *loop_mod.Loop {
+    return py.cast(loop_mod.Loop, t.loop.?);
+}
+
+/// The owner of a reactor watcher, if the watcher is a transport's.
+pub fn isTransportWatcher(w: *core.IoWatcher) bool {
+    return w.on_ready == onReady;
+}
+
+pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
+    const in: *Inner = @fieldParentPtr("w", w);
+    return py.obj(in.owner);
+}
+
+// ------------------------------------------------------------- plumbing
+
+/// `OSError(errno, strerror)`: CPython picks the subclass from errno
+/// (ConnectionResetError, BrokenPipeError...), as asyncio's sockets raise.
+fn errnoException(errno: u16) ?*Obj {
+    const e: c_int = errno;
+    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
+    defer py.decref(args);
+    return c.PyObject_Call(c.PyExc_OSError, args, null);
+}
+
+fn errnoOf(rc: usize) linux.E {
+    return linux.errno(rc);
+}
+
+/// A Python error from a callback out of the I/O path: KeyboardInterrupt and
+/// SystemExit abort the loop; anything else should never get here (the
+/// Python helpers report their own errors), so it is printed, not lost.
+fn pendingToRun(t: *Transport) core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    c.PyErr_WriteUnraisable(py.obj(t));
+}
+
+/// `self._fatal_error(exc, message)` with `exc` consumed.
+fn fatal(t: *Transport, exc: *Obj, msg: *Obj) core.RunError!void {
+    defer py.decref(exc);
+    const r = c.PyObject_CallMethodObjArgs(py.obj(t), names.fatal_error, exc, msg, @as(?*Obj, null));
+    if (r) |o| py.decref(o) else try pendingToRun(t);
+}
+
+/// A protocol callback raised: as `_fatal_error` in asyncio's read path.
+fn fatalFromPending(t: *Transport, msg: *Obj) core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    const exc = py.fetchException() orelse return;
+    try fatal(t, exc, msg);
+}
+
+fn fatalErrno(t: *Transport, errno: u16, msg: *Obj) core.RunError!void {
+    const exc = errnoException(errno) orelse return pendingToRun(t);
+    try fatal(t, exc, msg);
+}
+
+fn callSelf(t: *Transport, name: *Obj) bool {
+    const r = c.PyObject_CallMethodObjArgs(py.obj(t), name, @as(?*Obj, null)) orelse return false;
+    py.decref(r);
+    return true;
+}
+
+/// `loop.call_soon(self._call_connection_lost, exc)`.
+fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
+    const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
+    defer py.decref(m);
+    const r = c.PyObject_CallMethodObjArgs(t.loop.?, names.call_soon, m, exc, @as(?*Obj, null));
+    if (r) |o| py.decref(o) else return false;
+    return true;
+}
+
+/// Applies the interest the transport's state calls for.
+fn updateInterest(t: *Transport) void {
+    const in = t.inner orelse return;
+    if (!in.attached) return;
+    const l = loopOf(t);
+    if (!l.has_reactor) return;
+    const want: core.Interest = .{
+        .read = in.started and !in.paused and !in.closing and !in.read_eof,
+        .write = in.pending() > 0,
+    };
+    // epoll_ctl fails only on an fd closed under the transport; the next
+    // send/recv reports that as the error asyncio would.
+    l.reactor.setInterest(&in.w, want) catch {};
+}
+
+fn maybePause(t: *Transport) bool {
+    const in = t.inner.?;
+    if (in.pending() <= in.high or in.protocol_paused) return true;
+    in.protocol_paused = true;
+    return callSelf(t, names.pause_cb);
+}
+
+fn maybeResume(t: *Transport) bool {
+    const in = t.inner.?;
+    if (!in.protocol_paused or in.pending() > in.low) return true;
+    in.protocol_paused = false;
+    return callSelf(t, names.resume_cb);
+}
+
+fn compact(in: *Inner) void {
+    if (in.wpos == in.wbuf.items.len) {
+        in.wbuf.clearRetainingCapacity();
+        in.wpos = 0;
+        // Give a big burst's memory back rather than pinning it forever.
+        if (in.wbuf.capacity > 4 * 1024 * 1024) {
+            in.wbuf.deinit(gpa);
+            in.wbuf = .empty;
+        }
+    } else if (in.wpos > in.wbuf.items.len / 2) {
+        const rest = in.wbuf.items[in.wpos..];
+        std.mem.copyForwards(u8, in.wbuf.items[0..rest.len], rest);
+        in.wbuf.shrinkRetainingCapacity(rest.len);
+        in.wpos = 0;
+    }
+}
+
+fn sendRaw(fd: i32, data: []const u8) usize {
+    return linux.sendto(fd, data.ptr, data.len, linux.MSG.NOSIGNAL, null, 0);
+}
+
+// ------------------------------------------------------------ readiness
+
+fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+    const in: *Inner = @fieldParentPtr("w", w);
+    const t = in.owner;
+    // The callbacks below may close the transport and drop the reactor's
+    // reference; keep it alive until this dispatch is over.
+    py.incref(py.obj(t));
+    defer py.decref(py.obj(t));
+    if (ev.readable and in.w.interest.read) try readReady(t);
+    if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
+}
+
+fn readReady(t: *Transport) core.RunError!void {
+    if (t.inner.?.buffered) return readBuffered(t);
+    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, max_read) orelse
+        return fatalFromPending(t, names.msg_read);
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
+    const fd = t.inner.?.w.fd;
+    const rc = linux.recvfrom(fd, buf, max_read, 0, null, null);
+    switch (errnoOf(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => return py.decref(data.?),
+        else => |e| {
+            py.decref(data.?);
+            return fatalErrno(t, @intFromEnum(e), names.msg_read);
+        },
+    }
+    if (rc == 0) {
+        py.decref(data.?);
+        return readEof(t);
+    }
+    if (rc < max_read and c._PyBytes_Resize(&data, @intCast(rc)) < 0) {
+        return fatalFromPending(t, names.msg_read);
+    }
+    defer py.decref(data.?);
+    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data.?, @as(?*Obj, null));
+    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
+}
+
+fn readBuffered(t: *Transport) core.RunError!void {
+    const hint = c.PyLong_FromLong(-1) orelse return pendingToRun(t);
+    const buf_obj = c.PyObject_CallMethodObjArgs(t.protocol.?, names.get_buffer, hint, @as(?*Obj, null));
+    py.decref(hint);
+    const bo = buf_obj orelse return fatalFromPending(t, names.msg_get_buffer);
+    defer py.decref(bo);
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(bo, &view, c.PyBUF_WRITABLE) < 0) {
+        return fatalFromPending(t, names.msg_get_buffer);
+    }
+    if (view.len == 0) {
+        c.PyBuffer_Release(&view);
+        c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
+        return fatalFromPending(t, names.msg_get_buffer);
+    }
+    const rc = linux.recvfrom(t.inner.?.w.fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    c.PyBuffer_Release(&view);
+    switch (errnoOf(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => return,
+        else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
+    }
+    if (rc == 0) return readEof(t);
+    const n = c.PyLong_FromSize_t(rc) orelse return pendingToRun(t);
+    defer py.decref(n);
+    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.buffer_updated, n, @as(?*Obj, null));
+    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
+}
+
+/// The peer closed its side: stop reading; `eof_received()` returning a
+/// true value keeps the transport half-open, anything else closes it.
+fn readEof(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    in.read_eof = true;
+    updateInterest(t);
+    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.eof_received, @as(?*Obj, null)) orelse
+        return fatalFromPending(t, names.msg_eof);
+    const keep_open = c.PyObject_IsTrue(r);
+    py.decref(r);
+    if (keep_open < 0) return fatalFromPending(t, names.msg_eof);
+    if (keep_open == 0 and !closeTransport(t)) try pendingToRun(t);
+}
+
+fn writeReady(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    if (in.pending() == 0) return updateInterest(t);
+    const rc = sendRaw(in.w.fd, in.wbuf.items[in.wpos..]);
+    switch (errnoOf(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => return,
+        else => |e| {
+            in.wbuf.clearRetainingCapacity();
+            in.wpos = 0;
+            updateInterest(t);
+            return fatalErrno(t, @intFromEnum(e), names.msg_write);
+        },
+    }
+    in.wpos += rc;
+    compact(in);
+    if (!maybeResume(t)) try pendingToRun(t);
+    if (in.pending() > 0) return;
+    updateInterest(t);
+    if (in.closing) {
+        if (in.conn_lost == 0) {
+            in.conn_lost += 1;
+            if (!scheduleConnectionLost(t, py.none())) try pendingToRun(t);
+        }
+    } else if (in.eof) {
+        _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
+    }
+}
+
+// --------------------------------------------------------------- methods
+
+fn innerOrRaise(self: ?*Obj) ?*Inner {
+    const t = py.cast(Transport, self.?);
+    if (t.inner) |in| return in;
+    c.PyErr_SetString(c.PyExc_RuntimeError, "transport is not set up");
+    return null;
+}
+
+/// `_setup(loop, fd, protocol, buffered)`: registers the fd with the
+/// loop's reactor (no interest yet) and takes the reactor's reference.
+fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (nargs != 4) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, buffered)");
+    if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
+    const loop_obj = args[0].?;
+    if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
+        return py.raise(c.PyExc_TypeError, "_setup() expects a zloop loop");
+    }
+    const l = py.cast(loop_mod.Loop, loop_obj);
+    if (l.closed or !l.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    const fd_long = c.PyLong_AsLong(args[1]);
+    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    const fd: i32 = @intCast(fd_long);
+    if (l.reactor.watcherFor(fd) != null) {
+        return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by another watcher", fd);
+    }
+    const buffered = c.PyObject_IsTrue(args[3]);
+    if (buffered < 0) return null;
+    const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
+    in.* = .{ .owner = t, .w = .{ .fd = fd, .on_ready = onReady }, .buffered = buffered != 0 };
+    l.reactor.attach(&in.w) catch {
+        gpa.destroy(in);
+        return c.PyErr_NoMemory();
+    };
+    in.attached = true;
+    t.inner = in;
+    py.clear(&t.loop);
+    t.loop = py.newref(loop_obj);
+    py.clear(&t.protocol);
+    t.protocol = py.newref(args[2].?);
+    py.incref(py.obj(t)); // the reactor's reference, dropped by _detach
+    return py.newref(py.none());
+}
+
+/// `_detach()`: leave the reactor and drop its reference. Called once
+/// connection_lost ran, before the socket is closed (the fd may be reused).
+fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.newref(py.none());
+    in.wbuf.deinit(gpa);
+    in.wbuf = .empty;
+    in.wpos = 0;
+    if (in.attached) {
+        in.attached = false;
+        const l = loopOf(t);
+        if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
+        py.decref(py.obj(t));
+    }
+    return py.newref(py.none());
+}
+
+/// Called by the loop's close() for a transport still registered: the
+/// reactor goes away, so leave it (the self-reference is dropped too, so an
+/// unclosed transport is collected and warns, as asyncio's do).
+pub fn loopClosing(w: *core.IoWatcher) void {
+    const in: *Inner = @fieldParentPtr("w", w);
+    const t = in.owner;
+    if (!in.attached) return;
+    in.attached = false;
+    loopOf(t).reactor.detach(w);
+    py.decref(py.obj(t));
+}
+
+fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    in.started = true;
+    updateInterest(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+fn setProtocolNative(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_protocol(protocol, buffered)");
+    const buffered = c.PyObject_IsTrue(args[1]);
+    if (buffered < 0) return null;
+    if (t.inner) |in| in.buffered = buffered != 0;
+    py.clear(&t.protocol);
+    t.protocol = py.newref(args[0].?);
+    return py.newref(py.none());
+}
+
+fn isBytesLike(o: *Obj) bool {
+    return c.PyBytes_Check(o) != 0 or c.PyByteArray_Check(o) != 0 or c.PyMemoryView_Check(o) != 0;
+}
+
+fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const d = data.?;
+    if (!isBytesLike(d)) {
+        return c.PyErr_Format(c.PyExc_TypeError, "data argument must be a bytes-like object, not '%.100s'", c.Py_TYPE(d).*.tp_name);
+    }
+    const in = innerOrRaise(self) orelse return null;
+    if (in.eof) return py.raise(c.PyExc_RuntimeError, "Cannot call write() after write_eof()");
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return null;
+    defer c.PyBuffer_Release(&view);
+    const bytes: [*]const u8 = @ptrCast(view.buf);
+    const all = bytes[0..@intCast(view.len)];
+    if (all.len == 0) return py.newref(py.none());
+    if (in.conn_lost > 0) {
+        if (in.conn_lost >= log_threshold_conn_lost and !callSelf(t, names.warn_lost)) return null;
+        in.conn_lost += 1;
+        return py.newref(py.none());
+    }
+    var sent: usize = 0;
+    if (in.pending() == 0) {
+        const rc = sendRaw(in.w.fd, all);
+        switch (errnoOf(rc)) {
+            .SUCCESS => sent = rc,
+            .AGAIN, .INTR => {},
+            else => |e| {
+                fatalErrno(t, @intFromEnum(e), names.msg_write) catch return null;
+                if (c.PyErr_Occurred() != null) return null;
+                return py.newref(py.none());
+            },
+        }
+        if (sent == all.len) return py.newref(py.none());
+    }
+    in.wbuf.appendSlice(gpa, all[sent..]) catch return c.PyErr_NoMemory();
+    updateInterest(t);
+    if (!maybePause(t)) return null;
+    return py.newref(py.none());
+}
+
+fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const n: usize = if (t.inner) |in| in.pending() else 0;
+    return c.PyLong_FromSize_t(n);
+}
+
+fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    return c.Py_BuildValue("(nn)", @as(py.Ssize, @intCast(in.low)), @as(py.Ssize, @intCast(in.high)));
+}
+
+/// `_set_limits(high, low)`: already validated by the Python side.
+fn setLimits(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_limits(high, low)");
+    const high = c.PyLong_AsSize_t(args[0]);
+    if (high == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
+    const low = c.PyLong_AsSize_t(args[1]);
+    if (low == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
+    in.high = high;
+    in.low = low;
+    if (!maybePause(py.cast(Transport, self.?))) return null;
+    return py.newref(py.none());
+}
+
+fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (in.closing or in.paused) return py.newref(py.none());
+    in.paused = true;
+    updateInterest(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (in.closing or !in.paused) return py.newref(py.none());
+    in.paused = false;
+    updateInterest(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+fn isReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.boolean(false);
+    return py.boolean(!in.closing and !in.paused);
+}
+
+fn isClosing(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.boolean(true);
+    return py.boolean(in.closing);
+}
+
+fn canWriteEof(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(true);
+}
+
+fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (in.closing or in.eof) return py.newref(py.none());
+    in.eof = true;
+    if (in.pending() == 0) _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
+    return py.newref(py.none());
+}
+
+/// close(): stop reading; connection_lost(None) once the buffer drained.
+fn closeTransport(t: *Transport) bool {
+    const in = t.inner orelse return true;
+    if (in.closing) return true;
+    in.closing = true;
+    updateInterest(t);
+    if (in.pending() > 0) return true;
+    in.conn_lost += 1;
+    return scheduleConnectionLost(t, py.none());
+}
+
+fn close(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!closeTransport(py.cast(Transport, self.?))) return null;
+    return py.newref(py.none());
+}
+
+/// `_force_close(exc)`: drop buffered data, connection_lost(exc) next pass.
+fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.newref(py.none());
+    if (in.conn_lost > 0) return py.newref(py.none());
+    in.wbuf.clearRetainingCapacity();
+    in.wpos = 0;
+    in.closing = true;
+    updateInterest(t);
+    in.conn_lost += 1;
+    if (!scheduleConnectionLost(t, exc.?)) return null;
+    return py.newref(py.none());
+}
+
+fn abort(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return forceClose(self, py.none());
+}
+
+fn getProtocol(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    return py.newref(t.protocol orelse py.none());
+}
+
+fn getProtocolAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return getProtocol(self, null);
+}
+
+fn getConnLost(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const n: u32 = if (t.inner) |in| in.conn_lost else 0;
+    return c.PyLong_FromUnsignedLong(n);
+}
+
+fn getFd(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const fd: c_long = if (t.inner) |in| in.w.fd else -1;
+    return c.PyLong_FromLong(fd);
+}
+
+fn getProtocolPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    return py.boolean(if (t.inner) |in| in.protocol_paused else false);
+}
+
+// -------------------------------------------------------------- the type
+
+fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    const t = py.cast(Transport, raw);
+    t.extra = null;
+    t.loop = null;
+    t.protocol = null;
+    t.inner = null;
+    return raw;
+}
+
+fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    // A heap type's instances own a reference to it (subtype_traverse
+    // leaves that to the first heap type with its own traverse).
+    const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
+    if (tp_rc != 0) return tp_rc;
+    inline for (.{ t.extra, t.loop, t.protocol }) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    return 0;
+}
+
+fn clearGc(self: ?*Obj) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    py.clear(&t.extra);
+    py.clear(&t.protocol);
+    return 0;
+}
+
+fn dealloc(self: ?*Obj) callconv(.c) void {
+    const t = py.cast(Transport, self.?);
+    c.PyObject_GC_UnTrack(self);
+    if (t.inner) |in| {
+        // An attached transport holds a reference to itself.
+        std.debug.assert(!in.attached);
+        in.wbuf.deinit(gpa);
+        gpa.destroy(in);
+        t.inner = null;
+    }
+    py.clear(&t.extra);
+    py.clear(&t.protocol);
+    py.clear(&t.loop);
+    // This type is a heap type: subtype_dealloc leaves the instance's
+    // reference to its type for this dealloc to drop.
+    const tp = c.Py_TYPE(self);
+    tp.*.tp_free.?(self);
+    py.decref(py.obj(tp));
+}
+
+var methods = [_]c.PyMethodDef{
+    py.methodO("write", write, "Write bytes-like data; buffer what the socket does not take."),
+    py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "Bytes waiting to be sent."),
+    py.methodNoArgs("get_write_buffer_limits", getWriteBufferLimits, "(low, high) water marks."),
+    py.methodNoArgs("pause_reading", pauseReading, "Stop calling data_received()."),
+    py.methodNoArgs("resume_reading", resumeReading, "Resume calling data_received()."),
+    py.methodNoArgs("is_reading", isReading, "True while receiving."),
+    py.methodNoArgs("is_closing", isClosing, "True once closing or closed."),
+    py.methodNoArgs("can_write_eof", canWriteEof, "Sockets can half-close: True."),
+    py.methodNoArgs("write_eof", writeEof, "Shut the write side down once flushed."),
+    py.methodNoArgs("close", close, "Flush, then close; connection_lost(None) follows."),
+    py.methodNoArgs("abort", abort, "Close now, dropping buffered data."),
+    py.methodNoArgs("get_protocol", getProtocol, "The current protocol."),
+    py.methodO("_force_close", forceClose, null),
+    py.methodFast("_setup", setup, null),
+    py.methodFast("_set_protocol", setProtocolNative, null),
+    py.methodFast("_set_limits", setLimits, null),
+    py.methodNoArgs("_start_reading", startReading, null),
+    py.methodNoArgs("_detach", detach, null),
+    py.sentinel_method,
+};
+
+var getsets = [_]c.PyGetSetDef{
+    py.getset("_protocol", getProtocolAttr, null),
+    py.getset("_conn_lost", getConnLost, null),
+    py.getset("_sock_fd", getFd, null),
+    py.getset("_protocol_paused", getProtocolPaused, null),
+    py.sentinel_getset,
+};
+
+fn initNames() void {
+    names = .{
+        .data_received = py.intern("data_received"),
+        .eof_received = py.intern("eof_received"),
+        .get_buffer = py.intern("get_buffer"),
+        .buffer_updated = py.intern("buffer_updated"),
+        .fatal_error = py.intern("_fatal_error"),
+        .call_connection_lost = py.intern("_call_connection_lost"),
+        .call_soon = py.intern("call_soon"),
+        .pause_cb = py.intern("_pause_protocol"),
+        .resume_cb = py.intern("_resume_protocol"),
+        .warn_lost = py.intern("_warn_write_after_lost"),
+        .msg_read = py.intern("Fatal read error on socket transport"),
+        .msg_write = py.intern("Fatal write error on socket transport"),
+        .msg_data = py.intern("Fatal error: protocol.data_received() call failed."),
+        .msg_eof = py.intern("Fatal error: protocol.eof_received() call failed."),
+        .msg_get_buffer = py.intern("Fatal error: protocol.get_buffer() call failed."),
+        .msg_buffer_updated = py.intern("Fatal error: protocol.buffer_updated() call failed."),
+    };
+}
+
+/// Creates the type with `asyncio.Transport` as its base. Imports asyncio.
+/// A heap type (PyType_FromSpecWithBases): a static type may not derive
+/// from a class defined in Python.
+pub fn initTypes(module: *Obj) bool {
+    initNames();
+    const asyncio = c.PyImport_ImportModule("asyncio") orelse return false;
+    defer py.decref(asyncio);
+    const base_obj = c.PyObject_GetAttrString(asyncio, "Transport") orelse return false;
+    defer py.decref(base_obj);
+    const base: *c.PyTypeObject = @ptrCast(@alignCast(base_obj));
+    // The `_extra` slot of asyncio.BaseTransport must be where `extra` is.
+    if (base.tp_basicsize != @offsetOf(Transport, "loop") or base.tp_dictoffset != 0) {
+        _ = py.raise(c.PyExc_ImportError, "zloop: unexpected asyncio.Transport layout");
+        return false;
+    }
+    spec = .{
+        .name = "zloop._zloop.SocketTransportCore",
+        .basicsize = @sizeOf(Transport),
+        .itemsize = 0,
+        .flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_BASETYPE | c.Py_TPFLAGS_HAVE_GC,
+        .slots = &slots,
+    };
+    const bases = c.PyTuple_Pack(1, base_obj) orelse return false;
+    defer py.decref(bases);
+    const tp = c.PyType_FromSpecWithBases(&spec, bases) orelse return false;
+    TransportType = @ptrCast(@alignCast(tp));
+    return c.PyModule_AddObjectRef(module, "SocketTransportCore", tp) >= 0;
+}

@@ -1,0 +1,790 @@
+"""Networking for ``zloop.Loop``: the ``sock_*`` coroutines, socket stream
+transports, ``create_connection``/``create_server`` (TCP and Unix) and the
+``Server`` object, each with stock asyncio's semantics.
+
+The I/O of a stream transport is native (``_zloop.SocketTransportCore``,
+src/python/transport.zig); this module holds the cold paths: resolving
+addresses, building sockets, the transport's construction and teardown,
+servers. ``sock_*`` wait on the loop's native ``_add_reader``/``_add_writer``
+and finish their future from the readiness callback.
+"""
+
+import asyncio
+import collections.abc
+import errno
+import functools
+import logging
+import os
+import socket
+import stat
+import sys
+import warnings
+import weakref
+from asyncio import base_events, futures, protocols, trsock
+
+from ._zloop import SocketTransportCore
+
+logger = logging.getLogger("asyncio")
+
+# Seconds before accepting again after EMFILE and friends (asyncio's
+# constants.ACCEPT_RETRY_DELAY).
+_ACCEPT_RETRY_DELAY_S = 1
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_HAS_IPV6 = hasattr(socket, "AF_INET6")
+
+
+def _set_nodelay(sock):
+    if (
+        sock.family in (socket.AF_INET, socket.AF_INET6)
+        and sock.type == socket.SOCK_STREAM
+        and sock.proto == socket.IPPROTO_TCP
+    ):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _check_ssl_socket(sock):
+    import ssl as _ssl
+
+    if isinstance(sock, _ssl.SSLSocket):
+        raise TypeError("Socket cannot be of type SSLSocket")
+
+
+# ----------------------------------------------------------- transport
+
+
+class _SocketTransport(SocketTransportCore):
+    """A stream transport over a connected, non-blocking socket.
+
+    ``SocketTransportCore`` derives from ``asyncio.Transport``; this class
+    adds an instance ``__dict__`` and weak references, as asyncio's
+    transports have.
+    """
+
+    _start_tls_compatible = False
+
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        super().__init__(extra)
+        self._extra["socket"] = trsock.TransportSocket(sock)
+        try:
+            self._extra["sockname"] = sock.getsockname()
+        except OSError:
+            self._extra["sockname"] = None
+        if "peername" not in self._extra:
+            try:
+                self._extra["peername"] = sock.getpeername()
+            except OSError:
+                self._extra["peername"] = None
+        self._sock = sock
+        self._loop = loop
+        self._server = None
+        self._protocol_connected = True
+        self._setup(loop, sock.fileno(), protocol, isinstance(protocol, protocols.BufferedProtocol))
+        self._server = server
+        if server is not None:
+            server._attach(self)
+        _set_nodelay(sock)
+        loop.call_soon(protocol.connection_made, self)
+        # Only once connection_made ran may data arrive.
+        loop.call_soon(self._start_reading)
+        if waiter is not None:
+            loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+
+    def __repr__(self):
+        info = [self.__class__.__name__]
+        if self._sock is None:
+            info.append("closed")
+        elif self.is_closing():
+            info.append("closing")
+        info.append(f"fd={self._sock_fd}")
+        if self._sock is not None:
+            info.append("read=" + ("polling" if self.is_reading() else "idle"))
+            size = self.get_write_buffer_size()
+            info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
+        return "<{}>".format(" ".join(info))
+
+    def __del__(self, _warn=warnings.warn):
+        sock = self.__dict__.get("_sock")
+        if sock is not None:
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+            sock.close()
+
+    def set_protocol(self, protocol):
+        self._set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))
+        self._protocol_connected = True
+
+    def writelines(self, list_of_data):
+        self.write(b"".join(list_of_data))
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        if high is None:
+            high = 64 * 1024 if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
+        self._set_limits(high, low)
+
+    # Called by the native side (cold).
+
+    def _fatal_error(self, exc, message="Fatal error on transport"):
+        if isinstance(exc, OSError):
+            if self._loop is not None and self._loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+        elif self._loop is not None:
+            self._loop.call_exception_handler(
+                {
+                    "message": message,
+                    "exception": exc,
+                    "transport": self,
+                    "protocol": self._protocol,
+                }
+            )
+        self._force_close(exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self._protocol_connected:
+                self._protocol.connection_lost(exc)
+        finally:
+            # Leave the reactor before the fd number can be reused.
+            self._detach()
+            self._sock.close()
+            self._sock = None
+            self._set_protocol(None, False)
+            self._loop = None
+            server = self._server
+            if server is not None:
+                server._detach(self)
+                self._server = None
+
+    def _flow_callback(self, name):
+        try:
+            getattr(self._protocol, name)()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler(
+                {
+                    "message": f"protocol.{name}() failed",
+                    "exception": exc,
+                    "transport": self,
+                    "protocol": self._protocol,
+                }
+            )
+
+    def _pause_protocol(self):
+        self._flow_callback("pause_writing")
+
+    def _resume_protocol(self):
+        self._flow_callback("resume_writing")
+
+    def _warn_write_after_lost(self):
+        logger.warning("socket.send() raised exception.")
+
+
+# --------------------------------------------------------------- server
+
+
+class Server(asyncio.AbstractServer):
+    """What create_server()/create_unix_server() return (asyncio.Server's API)."""
+
+    def __init__(self, loop, sockets, protocol_factory, backlog, unix_paths=()):
+        self._loop = loop
+        self._sockets = sockets
+        self._active_count = 0
+        self._waiters = []
+        self._clients = weakref.WeakSet()
+        self._protocol_factory = protocol_factory
+        self._backlog = backlog
+        self._serving = False
+        self._serving_forever_fut = None
+        # Unix socket files this server created, removed again on close().
+        self._unix_paths = list(unix_paths)
+
+    def __repr__(self):
+        return f"<{self.__class__.__name__} sockets={self.sockets!r}>"
+
+    def _attach(self, transport):
+        assert self._sockets is not None
+        self._active_count += 1
+        self._clients.add(transport)
+
+    def _detach(self, transport):
+        self._active_count -= 1
+        self._clients.discard(transport)
+        if self._active_count == 0 and self._sockets is None:
+            self._wakeup()
+
+    def _wakeup(self):
+        waiters = self._waiters
+        self._waiters = None
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _start_serving(self):
+        if self._serving:
+            return
+        self._serving = True
+        for sock in self._sockets:
+            sock.listen(self._backlog)
+            self._loop._start_serving(self._protocol_factory, sock, self, self._backlog)
+
+    def get_loop(self):
+        return self._loop
+
+    def is_serving(self):
+        return self._serving
+
+    @property
+    def sockets(self):
+        if self._sockets is None:
+            return ()
+        return tuple(trsock.TransportSocket(s) for s in self._sockets)
+
+    def close(self):
+        sockets = self._sockets
+        if sockets is None:
+            return
+        self._sockets = None
+        for sock in sockets:
+            self._loop._stop_serving(sock)
+        self._serving = False
+        for path in self._unix_paths:
+            _unlink_socket_file(path)
+        self._unix_paths = []
+        fut = self._serving_forever_fut
+        if fut is not None and not fut.done():
+            fut.cancel()
+            self._serving_forever_fut = None
+        if self._active_count == 0:
+            self._wakeup()
+
+    def close_clients(self):
+        for transport in list(self._clients):
+            transport.close()
+
+    def abort_clients(self):
+        for transport in list(self._clients):
+            transport.abort()
+
+    async def start_serving(self):
+        self._start_serving()
+        # Let the loop register the listening sockets before returning.
+        await asyncio.sleep(0)
+
+    async def serve_forever(self):
+        if self._serving_forever_fut is not None:
+            raise RuntimeError(f"server {self!r} is already being awaited on serve_forever()")
+        if self._sockets is None:
+            raise RuntimeError(f"server {self!r} is closed")
+        self._start_serving()
+        self._serving_forever_fut = self._loop.create_future()
+        try:
+            await self._serving_forever_fut
+        except asyncio.CancelledError:
+            try:
+                self.close()
+                await self.wait_closed()
+            finally:
+                raise
+        finally:
+            self._serving_forever_fut = None
+
+    async def wait_closed(self):
+        if self._waiters is None:
+            return
+        waiter = self._loop.create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+
+def _unlink_socket_file(path):
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- mixin
+
+
+class NetMixin:
+    """The loop's socket API; mixed into ``zloop.Loop``."""
+
+    # ---------------------------------------------------- sock_* helpers
+
+    def _check_sock(self, sock):
+        _check_ssl_socket(sock)
+        if self.get_debug() and sock.gettimeout() != 0:
+            raise ValueError("the socket must be non-blocking")
+
+    def _wait_fd(self, fut, fd, read, callback, *args):
+        """Run callback(fut, *args) on each readiness of fd until fut is
+        done; the watcher goes away with the future (done or cancelled)."""
+        if read:
+            self._add_reader(fd, callback, fut, *args)
+            fut.add_done_callback(functools.partial(self._sock_done, fd, True))
+        else:
+            self._add_writer(fd, callback, fut, *args)
+            fut.add_done_callback(functools.partial(self._sock_done, fd, False))
+
+    def _sock_done(self, fd, read, fut):
+        if self.is_closed():
+            return
+        if read:
+            self._remove_reader(fd)
+        else:
+            self._remove_writer(fd)
+
+    @staticmethod
+    def _sock_try(fut, op, *args):
+        """One non-blocking attempt of op(*args) finishing fut; False if
+        the socket would block."""
+        if fut.done():
+            return True
+        try:
+            result = op(*args)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+        return True
+
+    async def _sock_io(self, sock, read, op, *args):
+        self._check_sock(sock)
+        try:
+            return op(*args)
+        except (BlockingIOError, InterruptedError):
+            pass
+        fut = self.create_future()
+        self._wait_fd(fut, sock.fileno(), read, self._sock_try, op, *args)
+        return await fut
+
+    # ------------------------------------------------------ sock_* API
+
+    async def sock_recv(self, sock, n):
+        return await self._sock_io(sock, True, sock.recv, n)
+
+    async def sock_recv_into(self, sock, buf):
+        return await self._sock_io(sock, True, sock.recv_into, buf)
+
+    async def sock_recvfrom(self, sock, bufsize):
+        return await self._sock_io(sock, True, sock.recvfrom, bufsize)
+
+    async def sock_recvfrom_into(self, sock, buf, nbytes=0):
+        if not nbytes:
+            nbytes = len(buf)
+        return await self._sock_io(sock, True, sock.recvfrom_into, buf, nbytes)
+
+    async def sock_sendto(self, sock, data, address):
+        return await self._sock_io(sock, False, sock.sendto, data, address)
+
+    async def sock_sendall(self, sock, data):
+        self._check_sock(sock)
+        try:
+            n = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        if n == len(data):
+            return
+        fut = self.create_future()
+        self._wait_fd(fut, sock.fileno(), False, self._sock_sendall_ready, sock, memoryview(data), [n])
+        return await fut
+
+    @staticmethod
+    def _sock_sendall_ready(fut, sock, view, pos):
+        if fut.done():
+            return
+        start = pos[0]
+        try:
+            n = sock.send(view[start:])
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            fut.set_exception(exc)
+            return
+        start += n
+        if start == len(view):
+            fut.set_result(None)
+        else:
+            pos[0] = start
+
+    async def sock_connect(self, sock, address):
+        self._check_sock(sock)
+        if sock.family == socket.AF_INET or (_HAS_IPV6 and sock.family == socket.AF_INET6):
+            address = await self._resolve_one(address, sock.family, sock.type, sock.proto)
+        try:
+            sock.connect(address)
+            return
+        except (BlockingIOError, InterruptedError):
+            pass
+        fut = self.create_future()
+        self._wait_fd(fut, sock.fileno(), False, self._sock_connect_ready, sock, address)
+        try:
+            return await fut
+        finally:
+            fut = None  # break the traceback cycle, as asyncio does
+
+    @staticmethod
+    def _sock_connect_ready(fut, sock, address):
+        if fut.done():
+            return
+        try:
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err != 0:
+                raise OSError(err, f"Connect call failed {address}")
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(None)
+
+    async def sock_accept(self, sock):
+        return await self._sock_io(sock, True, self._accept_nonblocking, sock)
+
+    @staticmethod
+    def _accept_nonblocking(sock):
+        conn, address = sock.accept()
+        conn.setblocking(False)
+        return conn, address
+
+    async def _resolve_one(self, address, family, type, proto):
+        host, port = address[:2]
+        infos = await self.getaddrinfo(host, port, family=family, type=type, proto=proto)
+        if not infos:
+            raise OSError(f"getaddrinfo({host!r}) returned empty list")
+        resolved = infos[0][4]
+        if len(address) > 2 and len(resolved) > 2:
+            resolved = resolved[:2] + tuple(address[2:])
+        return resolved
+
+    # sendfile over sock_sendall: asyncio's own implementations (read the
+    # file in the executor, write with sock_sendall), reused as they are.
+    sock_sendfile = base_events.BaseEventLoop.sock_sendfile
+    _check_sendfile_params = base_events.BaseEventLoop._check_sendfile_params
+    _sock_sendfile_native = base_events.BaseEventLoop._sock_sendfile_native
+    _sock_sendfile_fallback = base_events.BaseEventLoop._sock_sendfile_fallback
+
+    # ----------------------------------------------------- transports
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
+        return _SocketTransport(self, sock, protocol, waiter, extra, server)
+
+    async def _create_connection_transport(self, sock, protocol_factory):
+        sock.setblocking(False)
+        protocol = protocol_factory()
+        waiter = self.create_future()
+        transport = self._make_socket_transport(sock, protocol, waiter)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            raise
+        return transport, protocol
+
+    @staticmethod
+    def _reject_ssl(ssl, server_hostname=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
+        if server_hostname is not None and not ssl:
+            raise ValueError("server_hostname is only meaningful with ssl")
+        if ssl_handshake_timeout is not None and not ssl:
+            raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
+        if ssl_shutdown_timeout is not None and not ssl:
+            raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
+        if ssl:
+            raise NotImplementedError("zloop: TLS transports are not implemented yet")
+
+    async def _connect_one(self, family, type, proto, address, local_infos):
+        sock = socket.socket(family=family, type=type, proto=proto)
+        try:
+            sock.setblocking(False)
+            if local_infos is not None:
+                self._bind_local(sock, family, local_infos)
+            await self.sock_connect(sock, address)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    @staticmethod
+    def _bind_local(sock, family, local_infos):
+        last = None
+        for lfam, _, _, _, laddr in local_infos:
+            if lfam != family:
+                continue
+            try:
+                sock.bind(laddr)
+                return
+            except OSError as exc:
+                last = OSError(
+                    exc.errno,
+                    f"error while attempting to bind on address {laddr!r}: {exc.strerror.lower()}",
+                )
+        raise last if last is not None else OSError(f"no matching local address with family={family} found")
+
+    async def create_connection(
+        self, protocol_factory, host=None, port=None, *, ssl=None, family=0, proto=0,
+        flags=0, sock=None, local_addr=None, server_hostname=None,
+        ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
+        happy_eyeballs_delay=None, interleave=None, all_errors=False,
+    ):
+        """Connect to host:port (or adopt ``sock``) and build a transport."""
+        self._reject_ssl(ssl, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout)
+        if host is not None or port is not None:
+            if sock is not None:
+                raise ValueError("host/port and sock can not be specified at the same time")
+            infos = await self.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags)
+            if not infos:
+                raise OSError("getaddrinfo() returned empty list")
+            local_infos = None
+            if local_addr is not None:
+                local_infos = await self.getaddrinfo(
+                    *local_addr, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags
+                )
+                if not local_infos:
+                    raise OSError("getaddrinfo() returned empty list")
+            exceptions = []
+            for fam, type_, proto_, _, address in infos:
+                try:
+                    sock = await self._connect_one(fam, type_, proto_, address, local_infos)
+                    break
+                except OSError as exc:
+                    exceptions.append(exc)
+            else:
+                try:
+                    if all_errors:
+                        raise ExceptionGroup("create_connection failed", exceptions)
+                    if len(exceptions) == 1:
+                        raise exceptions[0]
+                    model = str(exceptions[0])
+                    if all(str(exc) == model for exc in exceptions):
+                        raise exceptions[0]
+                    raise OSError("Multiple exceptions: {}".format(", ".join(str(exc) for exc in exceptions)))
+                finally:
+                    exceptions = None
+        else:
+            if sock is None:
+                raise ValueError("host and port was not specified and no sock specified")
+            if sock.type != socket.SOCK_STREAM:
+                raise ValueError(f"A Stream Socket was expected, got {sock!r}")
+        return await self._create_connection_transport(sock, protocol_factory)
+
+    async def create_unix_connection(
+        self, protocol_factory, path=None, *, ssl=None, sock=None, server_hostname=None,
+        ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
+    ):
+        """Connect to a Unix socket at ``path`` (or adopt ``sock``)."""
+        self._reject_ssl(ssl, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout)
+        if path is not None:
+            if sock is not None:
+                raise ValueError("path and sock can not be specified at the same time")
+            path = os.fspath(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0)
+            try:
+                sock.setblocking(False)
+                await self.sock_connect(sock, path)
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            if sock is None:
+                raise ValueError("no path and sock were specified")
+            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+                raise ValueError(f"A UNIX Domain Stream Socket was expected, got {sock!r}")
+        return await self._create_connection_transport(sock, protocol_factory)
+
+    async def connect_accepted_socket(
+        self, protocol_factory, sock, *, ssl=None, ssl_handshake_timeout=None,
+        ssl_shutdown_timeout=None,
+    ):
+        """Wrap an already accepted connection in a transport."""
+        if sock.type != socket.SOCK_STREAM:
+            raise ValueError(f"A Stream Socket was expected, got {sock!r}")
+        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
+        return await self._create_connection_transport(sock, protocol_factory)
+
+    # --------------------------------------------------------- servers
+
+    async def create_server(
+        self, protocol_factory, host=None, port=None, *, family=socket.AF_UNSPEC,
+        flags=socket.AI_PASSIVE, sock=None, backlog=100, ssl=None, reuse_address=None,
+        reuse_port=None, keep_alive=None, ssl_handshake_timeout=None,
+        ssl_shutdown_timeout=None, start_serving=True,
+    ):
+        """Listen on host:port (every address it resolves to) or on ``sock``."""
+        if isinstance(ssl, bool):
+            raise TypeError("ssl argument must be an SSLContext or None")
+        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
+        if host is not None or port is not None:
+            if sock is not None:
+                raise ValueError("host/port and sock can not be specified at the same time")
+            if reuse_address is None:
+                reuse_address = os.name == "posix" and sys.platform != "cygwin"
+            sockets = await self._bind_all(
+                host, port, family, flags, reuse_address, reuse_port, keep_alive
+            )
+        else:
+            if sock is None:
+                raise ValueError("Neither host/port nor sock were specified")
+            if sock.type != socket.SOCK_STREAM:
+                raise ValueError(f"A Stream Socket was expected, got {sock!r}")
+            sockets = [sock]
+        for s in sockets:
+            s.setblocking(False)
+        server = Server(self, sockets, protocol_factory, backlog)
+        if start_serving:
+            server._start_serving()
+            await asyncio.sleep(0)
+        return server
+
+    async def _bind_all(self, host, port, family, flags, reuse_address, reuse_port, keep_alive):
+        if host == "":
+            hosts = [None]
+        elif isinstance(host, str) or not isinstance(host, collections.abc.Iterable):
+            hosts = [host]
+        else:
+            hosts = host
+        infos = set()
+        for h in hosts:
+            found = await self.getaddrinfo(h, port, family=family, type=socket.SOCK_STREAM, flags=flags)
+            infos.update(found)
+        sockets = []
+        try:
+            for af, type_, proto, _, address in infos:
+                try:
+                    sock = socket.socket(af, type_, proto)
+                except socket.error:
+                    continue
+                sockets.append(sock)
+                if reuse_address:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, True)
+                if reuse_port:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if keep_alive:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
+                # As asyncio: an IPv6 socket listens on IPv6 only, so the
+                # IPv4 and IPv6 wildcard binds do not clash.
+                if _HAS_IPV6 and af == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, True)
+                try:
+                    sock.bind(address)
+                except OSError as err:
+                    msg = f"error while attempting to bind on address {address!r}: {err.strerror.lower()}"
+                    raise OSError(err.errno, msg) from None
+            if not sockets:
+                raise OSError(f"could not bind on any address out of {[i[4] for i in infos]!r}")
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
+        return sockets
+
+    async def create_unix_server(
+        self, protocol_factory, path=None, *, sock=None, backlog=100, ssl=None,
+        ssl_handshake_timeout=None, ssl_shutdown_timeout=None, start_serving=True,
+        cleanup_socket=True,
+    ):
+        """Listen on a Unix socket at ``path`` (replacing a stale one)."""
+        if isinstance(ssl, bool):
+            raise TypeError("ssl argument must be an SSLContext or None")
+        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
+        unix_paths = []
+        if path is not None:
+            if sock is not None:
+                raise ValueError("path and sock can not be specified at the same time")
+            path = os.fspath(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            # A leftover socket file from a dead server is replaced; the
+            # abstract namespace (leading NUL) has no file.
+            if path[0] not in (0, "\x00"):
+                try:
+                    if stat.S_ISSOCK(os.stat(path).st_mode):
+                        os.remove(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as err:
+                    logger.error("Unable to check or remove stale UNIX socket %r: %r", path, err)
+            try:
+                sock.bind(path)
+            except OSError as exc:
+                sock.close()
+                if exc.errno == errno.EADDRINUSE:
+                    raise OSError(errno.EADDRINUSE, f"Address {path!r} is already in use") from None
+                raise
+            except BaseException:
+                sock.close()
+                raise
+            if cleanup_socket and sys.version_info >= (3, 13) and path[0] not in (0, "\x00"):
+                unix_paths.append(path)
+        else:
+            if sock is None:
+                raise ValueError("path was not specified, and no sock specified")
+            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+                raise ValueError(f"A UNIX Domain Stream Socket was expected, got {sock!r}")
+            if cleanup_socket and sys.version_info >= (3, 13):
+                name = sock.getsockname()
+                if isinstance(name, str) and name and name[0] != "\x00":
+                    unix_paths.append(name)
+        sock.setblocking(False)
+        server = Server(self, [sock], protocol_factory, backlog, unix_paths)
+        if start_serving:
+            server._start_serving()
+            await asyncio.sleep(0)
+        return server
+
+    def _start_serving(self, protocol_factory, sock, server, backlog):
+        self._add_reader(sock.fileno(), self._accept_ready, protocol_factory, sock, server, backlog)
+
+    def _stop_serving(self, sock):
+        if not self.is_closed():
+            self._remove_reader(sock.fileno())
+        sock.close()
+
+    def _accept_ready(self, protocol_factory, sock, server, backlog):
+        # Batch: take up to `backlog` connections per readiness event.
+        for _ in range(backlog):
+            try:
+                conn, addr = sock.accept()
+                conn.setblocking(False)
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise
+                self.call_exception_handler(
+                    {
+                        "message": "socket.accept() out of system resource",
+                        "exception": exc,
+                        "socket": trsock.TransportSocket(sock),
+                    }
+                )
+                self._remove_reader(sock.fileno())
+                self.call_later(_ACCEPT_RETRY_DELAY_S, self._start_serving, protocol_factory, sock, server, backlog)
+                return
+            self._accept_one(protocol_factory, conn, addr, server)
+
+    def _accept_one(self, protocol_factory, conn, addr, server):
+        try:
+            protocol = protocol_factory()
+            self._make_socket_transport(conn, protocol, extra={"peername": addr}, server=server)
+        except (SystemExit, KeyboardInterrupt):
+            conn.close()
+            raise
+        except BaseException as exc:
+            conn.close()
+            self.call_exception_handler(
+                {
+                    "message": "Error on transport creation for incoming connection",
+                    "exception": exc,
+                }
+            )
