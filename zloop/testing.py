@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.events
-import fnmatch
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -384,9 +384,20 @@ def _load_excludes(path: str | None) -> list[tuple[str, str]]:
 
 def _match_exclude(nodeid: str, excludes: list[tuple[str, str]]) -> str | None:
     for pattern, reason in excludes:
-        if nodeid == pattern or fnmatch.fnmatchcase(nodeid, pattern):
+        if glob_match(nodeid, pattern):
             return reason
     return None
+
+
+def glob_match(nodeid: str, pattern: str) -> bool:
+    """Whether a test id matches a pattern where only ``*`` and ``?`` are wild.
+
+    Brackets are literal: test ids carry parameters in them (``test_x[h11]``).
+    """
+    if "*" not in pattern and "?" not in pattern:
+        return nodeid == pattern
+    regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.fullmatch(regex, nodeid, re.DOTALL) is not None
 
 
 def build_report(tests: dict[str, dict[str, Any]], excluded: dict[str, str], *, loop: str,

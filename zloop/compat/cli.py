@@ -207,6 +207,9 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
         command += ["-p", plugin]
     command += ["-p", "no:cacheprovider", f"--numprocesses={args.jobs or suite.jobs}",
                 f"--timeout={args.timeout or suite.timeout_s}", "--timeout-method=thread",
+                # A hang ends its worker; xdist's default of 4 restarts per
+                # worker would then stop the run and leave the rest unrun.
+                "--max-worker-restart=100000",
                 "-q", f"--rootdir={run_root}"]
     command += [*suite.pytest_args, *suite.targets, *args.pytest_args]
     return command

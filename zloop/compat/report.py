@@ -96,7 +96,7 @@ def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
     return result
 
 
-def print_diff(result: DiffResult, loop: str, limit: int = 200) -> None:
+def print_diff(result: DiffResult, loop: str, limit: int = 60) -> None:
     regress = [d for d in result.differences if d.baseline == "passed"]
     improve = [d for d in result.differences if d.target == "passed"]
     print(f"\ncompat: {len(result.differences)} differences from stock asyncio "

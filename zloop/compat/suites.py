@@ -7,8 +7,8 @@ and the expected differences. The upstream files are fetched at run time.
 
 from __future__ import annotations
 
-import fnmatch
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -39,7 +39,18 @@ class Entry:
         return True
 
     def matches(self, nodeid: str) -> bool:
-        return nodeid == self.test or fnmatch.fnmatchcase(nodeid, self.test)
+        return glob_match(nodeid, self.test)
+
+
+def glob_match(nodeid: str, pattern: str) -> bool:
+    """Whether a test id matches a pattern where only ``*`` and ``?`` are wild.
+
+    Brackets are literal: test ids carry parameters in them (``test_x[h11]``).
+    """
+    if "*" not in pattern and "?" not in pattern:
+        return nodeid == pattern
+    regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.fullmatch(regex, nodeid, re.DOTALL) is not None
 
 
 @dataclass
