@@ -182,6 +182,64 @@ class _SocketTransport(SocketTransportCore):
         logger.warning("socket.send() raised exception.")
 
 
+class _SendfileProtocol(protocols.Protocol):
+    """Stands in for a transport's protocol while loop.sendfile() writes:
+    reading is paused, and pause/resume_writing gate the next chunk."""
+
+    def __init__(self, transport):
+        self._transport = transport
+        self._proto = transport.get_protocol()
+        self._loop = transport._loop
+        self._resume_reading = transport.is_reading()
+        self._resume_writing = transport._protocol_paused
+        transport.pause_reading()
+        transport.set_protocol(self)
+        self._write_ready = self._loop.create_future() if self._resume_writing else None
+
+    async def drain(self):
+        if self._transport.is_closing():
+            raise ConnectionError("Connection closed by peer")
+        if self._write_ready is not None:
+            await self._write_ready
+
+    def connection_made(self, transport):
+        raise RuntimeError("Invalid state: connection should have been established already.")
+
+    def connection_lost(self, exc):
+        fut = self._write_ready
+        if fut is not None and not fut.done():
+            if exc is None:
+                fut.set_exception(ConnectionError("Connection is closed by peer"))
+            else:
+                fut.set_exception(exc)
+        self._proto.connection_lost(exc)
+
+    def pause_writing(self):
+        if self._write_ready is None:
+            self._write_ready = self._loop.create_future()
+
+    def resume_writing(self):
+        fut, self._write_ready = self._write_ready, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def data_received(self, data):
+        raise RuntimeError("Invalid state: reading should be paused")
+
+    def eof_received(self):
+        raise RuntimeError("Invalid state: reading should be paused")
+
+    def restore(self):
+        self._transport.set_protocol(self._proto)
+        if self._resume_reading:
+            self._transport.resume_reading()
+        fut = self._write_ready
+        if fut is not None:
+            fut.cancel()
+        if self._resume_writing:
+            self._proto.resume_writing()
+
+
 # --------------------------------------------------------------- server
 
 
@@ -475,6 +533,50 @@ class NetMixin:
     _check_sendfile_params = base_events.BaseEventLoop._check_sendfile_params
     _sock_sendfile_native = base_events.BaseEventLoop._sock_sendfile_native
     _sock_sendfile_fallback = base_events.BaseEventLoop._sock_sendfile_fallback
+
+    async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
+        """Send a file over a transport: chunks read in the executor and
+        written with write flow control (zloop has no native path yet)."""
+        if transport.is_closing():
+            raise RuntimeError("Transport is closing")
+        if not isinstance(transport, _SocketTransport):
+            raise RuntimeError(f"sendfile is not supported for transport {transport!r}")
+        if not fallback:
+            raise RuntimeError(
+                f"fallback is disabled and native sendfile is not supported for transport {transport!r}"
+            )
+        if count is not None:
+            if not isinstance(count, int):
+                raise TypeError(f"count must be a positive integer (got {count!r})")
+            if count <= 0:
+                raise ValueError(f"count must be a positive integer (got {count!r})")
+        if not isinstance(offset, int):
+            raise TypeError(f"offset must be a non-negative integer (got {offset!r})")
+        if offset < 0:
+            raise ValueError(f"offset must be a non-negative integer (got {offset!r})")
+        if offset:
+            file.seek(offset)
+        blocksize = min(count, 16384) if count else 16384
+        buf = bytearray(blocksize)
+        total_sent = 0
+        proto = _SendfileProtocol(transport)
+        try:
+            while True:
+                if count:
+                    blocksize = min(count - total_sent, blocksize)
+                    if blocksize <= 0:
+                        return total_sent
+                view = memoryview(buf)[:blocksize]
+                read = await self.run_in_executor(None, file.readinto, view)
+                if not read:
+                    return total_sent
+                await proto.drain()
+                transport.write(view[:read])
+                total_sent += read
+        finally:
+            if total_sent > 0 and hasattr(file, "seek"):
+                file.seek(offset + total_sent)
+            proto.restore()
 
     # ----------------------------------------------------- transports
 
