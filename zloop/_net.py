@@ -22,7 +22,12 @@ import warnings
 import weakref
 from asyncio import base_events, futures, protocols, trsock
 
-from ._zloop import SocketTransportCore
+from ._zloop import (
+    SocketTransportCore,
+    _sock_recv_into_ready,
+    _sock_recv_ready,
+    _sock_sendall_ready,
+)
 
 logger = logging.getLogger("asyncio")
 
@@ -426,11 +431,30 @@ class NetMixin:
 
     # ------------------------------------------------------ sock_* API
 
+    # sock_recv, sock_recv_into and sock_sendall finish their future from a
+    # native readiness callback (src/python/sockops.zig).
+
     async def sock_recv(self, sock, n):
-        return await self._sock_io(sock, True, sock.recv, n)
+        self._check_sock(sock)
+        try:
+            return sock.recv(n)
+        except (BlockingIOError, InterruptedError):
+            pass
+        fut = self.create_future()
+        fd = sock.fileno()
+        self._wait_fd(fut, fd, True, _sock_recv_ready, fd, n)
+        return await fut
 
     async def sock_recv_into(self, sock, buf):
-        return await self._sock_io(sock, True, sock.recv_into, buf)
+        self._check_sock(sock)
+        try:
+            return sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            pass
+        fut = self.create_future()
+        fd = sock.fileno()
+        self._wait_fd(fut, fd, True, _sock_recv_into_ready, fd, buf)
+        return await fut
 
     async def sock_recvfrom(self, sock, bufsize):
         return await self._sock_io(sock, True, sock.recvfrom, bufsize)
@@ -452,28 +476,9 @@ class NetMixin:
         if n == len(data):
             return
         fut = self.create_future()
-        self._wait_fd(fut, sock.fileno(), False, self._sock_sendall_ready, sock, memoryview(data), [n])
+        fd = sock.fileno()
+        self._wait_fd(fut, fd, False, _sock_sendall_ready, fd, memoryview(data), [n])
         return await fut
-
-    @staticmethod
-    def _sock_sendall_ready(fut, sock, view, pos):
-        if fut.done():
-            return
-        start = pos[0]
-        try:
-            n = sock.send(view[start:])
-        except (BlockingIOError, InterruptedError):
-            return
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-            return
-        start += n
-        if start == len(view):
-            fut.set_result(None)
-        else:
-            pos[0] = start
 
     async def sock_connect(self, sock, address):
         self._check_sock(sock)

@@ -7,6 +7,7 @@ const state = @import("state.zig");
 const handle = @import("handle.zig");
 const loop = @import("loop.zig");
 const transport = @import("transport.zig");
+const sockops = @import("sockops.zig");
 const core = @import("core");
 
 /// `_install(handle_repr)`: the Python side hands over its cold-path
@@ -36,7 +37,8 @@ export fn PyInit__zloop() ?*Obj {
     def.m_methods = &methods;
     const m = c.PyModule_Create2(&def, c.PYTHON_API_VERSION) orelse return null;
     state.init();
-    if (!handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m)) {
+    if (!handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
+        !sockops.initFunctions(m)) {
         py.decref(m);
         return null;
     }

@@ -1,0 +1,156 @@
+//! Native readiness callbacks for the `sock_*` coroutines. `zloop._net`
+//! tries the syscall first and, when it would block, registers one of these
+//! with `_add_reader`/`_add_writer` (args: the future, the fd, ...): the
+//! syscall then runs here, inside the readiness dispatch, and completes the
+//! future with no Python frame in between. As asyncio's `_sock_recv` and
+//! friends: a done future (cancelled) is left alone, EAGAIN/EINTR wait for
+//! the next readiness, any other errno becomes the future's OSError.
+const std = @import("std");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const linux = std.os.linux;
+
+const Names = struct {
+    done: *Obj,
+    set_result: *Obj,
+    set_exception: *Obj,
+};
+var names: Names = undefined;
+
+/// True when `fut.done()` (or when asking raised: the error is pending).
+fn futureDone(fut: *Obj) ?bool {
+    const r = c.PyObject_CallMethodObjArgs(fut, names.done, @as(?*Obj, null)) orelse return null;
+    defer py.decref(r);
+    return r == @as(*Obj, @ptrCast(&c._Py_TrueStruct));
+}
+
+/// `fut.set_result(value)`, consuming `value`.
+fn resolve(fut: *Obj, value: *Obj) ?*Obj {
+    defer py.decref(value);
+    return c.PyObject_CallMethodObjArgs(fut, names.set_result, value, @as(?*Obj, null));
+}
+
+/// `fut.set_exception(OSError(errno, strerror))`: the errno picks the
+/// subclass (ConnectionResetError...), as the socket module raises.
+fn reject(fut: *Obj, errno: u16) ?*Obj {
+    const e: c_int = errno;
+    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
+    defer py.decref(args);
+    const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
+    defer py.decref(exc);
+    return c.PyObject_CallMethodObjArgs(fut, names.set_exception, exc, @as(?*Obj, null));
+}
+
+fn parseFd(o: ?*Obj) ?i32 {
+    const v = c.PyLong_AsLong(o);
+    if (v == -1 and c.PyErr_Occurred() != null) return null;
+    if (v < 0 or v > std.math.maxInt(i32)) {
+        c.PyErr_SetString(c.PyExc_ValueError, "Invalid file descriptor");
+        return null;
+    }
+    return @intCast(v);
+}
+
+fn checkArgs(nargs: py.Ssize, want: py.Ssize, comptime name: [:0]const u8) bool {
+    if (nargs == want) return true;
+    c.PyErr_SetString(c.PyExc_TypeError, name ++ "() takes the wrong number of arguments");
+    return false;
+}
+
+/// `_sock_recv_ready(fut, fd, n)`.
+fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
+    const fut = args[0].?;
+    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    const fd = parseFd(args[1]) orelse return null;
+    const n = c.PyLong_AsSsize_t(args[2]);
+    if (n < 0) {
+        if (c.PyErr_Occurred() != null) return null;
+        return py.raise(c.PyExc_ValueError, "negative buffersize in recv");
+    }
+    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, n) orelse return null;
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
+    const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => {
+            py.decref(data.?);
+            return py.newref(py.none());
+        },
+        else => |e| {
+            py.decref(data.?);
+            return reject(fut, @intFromEnum(e));
+        },
+    }
+    if (rc != @as(usize, @intCast(n)) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
+    return resolve(fut, data.?);
+}
+
+/// `_sock_recv_into_ready(fut, fd, buf)`.
+fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!checkArgs(nargs, 3, "_sock_recv_into_ready")) return null;
+    const fut = args[0].?;
+    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    const fd = parseFd(args[1]) orelse return null;
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(args[2], &view, c.PyBUF_WRITABLE) < 0) return null;
+    const rc = linux.recvfrom(fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    c.PyBuffer_Release(&view);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => return py.newref(py.none()),
+        else => |e| return reject(fut, @intFromEnum(e)),
+    }
+    const n = c.PyLong_FromSize_t(rc) orelse return null;
+    return resolve(fut, n);
+}
+
+/// `_sock_sendall_ready(fut, fd, data, pos)`: `pos` is a one-item list
+/// holding how much of `data` is already sent.
+fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!checkArgs(nargs, 4, "_sock_sendall_ready")) return null;
+    const fut = args[0].?;
+    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    const fd = parseFd(args[1]) orelse return null;
+    const pos_list = args[3].?;
+    if (c.PyList_Check(pos_list) == 0 or c.PyList_Size(pos_list) != 1) {
+        return py.raise(c.PyExc_TypeError, "_sock_sendall_ready(): pos must be a one-item list");
+    }
+    const start = c.PyLong_AsSsize_t(c.PyList_GetItem(pos_list, 0));
+    if (start < 0) return if (c.PyErr_Occurred() != null) null else py.raise(c.PyExc_ValueError, "bad position");
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(args[2], &view, c.PyBUF_SIMPLE) < 0) return null;
+    defer c.PyBuffer_Release(&view);
+    const all: [*]const u8 = @ptrCast(view.buf);
+    const len: usize = @intCast(view.len);
+    const from: usize = @min(@as(usize, @intCast(start)), len);
+    const rc = linux.sendto(fd, all + from, len - from, linux.MSG.NOSIGNAL, null, 0);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => return py.newref(py.none()),
+        else => |e| return reject(fut, @intFromEnum(e)),
+    }
+    const now = from + rc;
+    if (now == len) return resolve(fut, py.newref(py.none()));
+    const pos = c.PyLong_FromSize_t(now) orelse return null;
+    if (c.PyList_SetItem(pos_list, 0, pos) < 0) return null; // steals `pos`
+    return py.newref(py.none());
+}
+
+var functions = [_]c.PyMethodDef{
+    py.methodFast("_sock_recv_ready", recvReady, null),
+    py.methodFast("_sock_recv_into_ready", recvIntoReady, null),
+    py.methodFast("_sock_sendall_ready", sendallReady, null),
+    py.sentinel_method,
+};
+
+/// Adds the callbacks to the extension module.
+pub fn initFunctions(module: *Obj) bool {
+    names = .{
+        .done = py.intern("done"),
+        .set_result = py.intern("set_result"),
+        .set_exception = py.intern("set_exception"),
+    };
+    return c.PyModule_AddFunctions(module, &functions) >= 0;
+}
