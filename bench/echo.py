@@ -248,18 +248,19 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
                     }
             rows.append(row)
     cols = names + [FLOOR]
-    md = ("### echo: server CPU µs per request, median (in brackets: %s's CPU per request "
-          "÷ this one's, >1 is cheaper)\n\n" % args.baseline)
+    busy = [g["busy_before"] for v in samples.values() for g in v]
+    stat = args.stat or "median"
+    md = ("### echo: server CPU µs per request, %s (in brackets: %s's CPU per request "
+          "÷ this one's, >1 is cheaper)\n\n" % (stat, args.baseline))
     md += common.ratio_table(rows, cols, "cpu_us_per_req", args.baseline, "mode, size",
                              higher_is_better=False, stat=stat)
-    md += "\n### echo: requests/s, median (ratio to %s)\n\n" % args.baseline
-    md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size")
+    md += "\n### echo: requests/s, %s (ratio to %s)\n\n" % (stat, args.baseline)
+    md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size", stat=stat)
     md += ("\nuvloop %s examples/bench/echoserver.py + echoclient.py (%d workers), unchanged; "
            "server on CPU %d, client on CPU %d; %s of %d rounds; each timed client run "
            "about %.1f s after a warm-up run; machine busy before each server start: median %s.\n"
            % (UVLOOP_SDIST["version"], WORKERS, args.server_cpu, args.client_cpu, stat,
-              rounds, timed_s, common.pct([g["busy_before"] for g in
-                                   (x for v in samples.values() for x in v)])))
+              rounds, timed_s, common.pct(busy)))
     params = {"rounds": rounds, "workers": WORKERS, "server_cpu": args.server_cpu,
               "client_cpu": args.client_cpu, "sdist": UVLOOP_SDIST,
               "timed_s": timed_s,
