@@ -1,7 +1,7 @@
 //! `zloop._zloop.SocketTransportCore`: the native half of zloop's stream
 //! transports over sockets (TCP and Unix). The I/O itself lives here: one
-//! `core.IoWatcher` per transport, reads straight into a fresh `bytes`
-//! handed to `protocol.data_received` (or into a `BufferedProtocol`'s
+//! `core.IoWatcher` per transport, reads handed to `protocol.data_received`
+//! as `bytes` (or received into a `BufferedProtocol`'s
 //! buffer), writes that try the socket first and buffer only the rest, and
 //! write flow control. The Python subclass `zloop._net._SocketTransport`
 //! adds the cold paths: construction, extra info, repr, `_fatal_error`,
@@ -244,30 +244,33 @@ fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
 }
 
+/// One receive buffer for every transport (reads run under the GIL, one at
+/// a time). Receiving straight into a fresh 256 KiB `bytes` and shrinking
+/// it made glibc mmap and munmap on every read (measured: one pair per
+/// recv), so data lands here and is copied into a `bytes` of its size.
+var scratch: ?[]u8 = null;
+
 fn readReady(t: *Transport) core.RunError!void {
     if (t.inner.?.buffered) return readBuffered(t);
-    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, max_read) orelse
-        return fatalFromPending(t, names.msg_read);
-    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
-    const fd = t.inner.?.w.fd;
-    const rc = linux.recvfrom(fd, buf, max_read, 0, null, null);
+    const buf = scratch orelse blk: {
+        const b = gpa.alloc(u8, max_read) catch {
+            _ = c.PyErr_NoMemory();
+            return fatalFromPending(t, names.msg_read);
+        };
+        scratch = b;
+        break :blk b;
+    };
+    const rc = linux.recvfrom(t.inner.?.w.fd, buf.ptr, buf.len, 0, null, null);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
-        .AGAIN, .INTR => return py.decref(data.?),
-        else => |e| {
-            py.decref(data.?);
-            return fatalErrno(t, @intFromEnum(e), names.msg_read);
-        },
+        .AGAIN, .INTR => return,
+        else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
     }
-    if (rc == 0) {
-        py.decref(data.?);
-        return readEof(t);
-    }
-    if (rc < max_read and c._PyBytes_Resize(&data, @intCast(rc)) < 0) {
+    if (rc == 0) return readEof(t);
+    const data = c.PyBytes_FromStringAndSize(@ptrCast(buf.ptr), @intCast(rc)) orelse
         return fatalFromPending(t, names.msg_read);
-    }
-    defer py.decref(data.?);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data.?, @as(?*Obj, null));
+    defer py.decref(data);
+    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data, @as(?*Obj, null));
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
 
