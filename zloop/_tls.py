@@ -1,0 +1,126 @@
+"""TLS for ``zloop.Loop``: asyncio's own TLS state machine
+(``asyncio.sslproto.SSLProtocol``) layered over zloop's native stream
+transports, with every timeout wired through.
+
+The TLS protocol is the one place besides Future/Task stepping where zloop
+reuses CPython on purpose: reimplementing a TLS state machine would be
+reckless. The native transport sees ``SSLProtocol`` as an ordinary
+``BufferedProtocol``; the application sees ``SSLProtocol._app_transport``.
+"""
+
+try:
+    import ssl as _ssl
+except ImportError:  # pragma: no cover - CPython built without OpenSSL
+    _ssl = None
+
+from asyncio import sslproto
+
+
+def client_server_hostname(ssl, host, server_hostname, handshake_timeout, shutdown_timeout):
+    """Validate create_connection()'s TLS arguments as asyncio does and
+    return the server_hostname to verify against (None without TLS)."""
+    if server_hostname is not None and not ssl:
+        raise ValueError("server_hostname is only meaningful with ssl")
+    if server_hostname is None and ssl:
+        # Verify against the host we connect to, unless there is none.
+        if not host:
+            raise ValueError("You must set server_hostname when using ssl without a host")
+        server_hostname = host
+    if handshake_timeout is not None and not ssl:
+        raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
+    if shutdown_timeout is not None and not ssl:
+        raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
+    if ssl and _ssl is None:
+        raise RuntimeError("Python ssl module is not available")
+    return server_hostname
+
+
+def check_server_args(ssl, handshake_timeout, shutdown_timeout):
+    """Validate create_server()'s TLS arguments as asyncio does."""
+    if isinstance(ssl, bool):
+        raise TypeError("ssl argument must be an SSLContext or None")
+    if handshake_timeout is not None and ssl is None:
+        raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
+    if shutdown_timeout is not None and ssl is None:
+        raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
+    if ssl is not None and _ssl is None:
+        raise RuntimeError("Python ssl module is not available")
+
+
+def ssl_protocol(loop, app_protocol, ssl, waiter, *, server_side, server_hostname=None,
+                 handshake_timeout=None, shutdown_timeout=None, call_connection_made=True):
+    """The TLS protocol to give the raw transport. ``ssl=True`` means a
+    default client context, made by SSLProtocol itself."""
+    context = None if isinstance(ssl, bool) else ssl
+    return sslproto.SSLProtocol(
+        loop,
+        app_protocol,
+        context,
+        waiter,
+        server_side,
+        server_hostname,
+        call_connection_made=call_connection_made,
+        ssl_handshake_timeout=handshake_timeout,
+        ssl_shutdown_timeout=shutdown_timeout,
+    )
+
+
+def server_protocol_factory(loop, protocol_factory, sslcontext, handshake_timeout, shutdown_timeout):
+    """Wraps a server's protocol factory so that every accepted connection
+    speaks TLS first; the application's protocol sees the TLS transport."""
+
+    def make():
+        return ssl_protocol(
+            loop,
+            protocol_factory(),
+            sslcontext,
+            None,
+            server_side=True,
+            handshake_timeout=handshake_timeout,
+            shutdown_timeout=shutdown_timeout,
+        )
+
+    return make
+
+
+class TLSMixin:
+    """``loop.start_tls()``."""
+
+    async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
+                        server_hostname=None, ssl_handshake_timeout=None,
+                        ssl_shutdown_timeout=None):
+        """Upgrade an existing transport to TLS; returns the TLS transport."""
+        if _ssl is None:
+            raise RuntimeError("Python ssl module is not available")
+        if not isinstance(sslcontext, _ssl.SSLContext):
+            raise TypeError(
+                f"sslcontext is expected to be an instance of ssl.SSLContext, got {sslcontext!r}"
+            )
+        if not getattr(transport, "_start_tls_compatible", False):
+            raise TypeError(f"transport {transport!r} is not supported by start_tls()")
+        waiter = self.create_future()
+        proto = ssl_protocol(
+            self,
+            protocol,
+            sslcontext,
+            waiter,
+            server_side=server_side,
+            server_hostname=server_hostname,
+            handshake_timeout=ssl_handshake_timeout,
+            shutdown_timeout=ssl_shutdown_timeout,
+            call_connection_made=False,
+        )
+        # Nothing may be read between the protocol swap and the handshake's
+        # start, or plaintext bytes would reach the TLS state machine late.
+        transport.pause_reading()
+        transport.set_protocol(proto)
+        made = self.call_soon(proto.connection_made, transport)
+        resumed = self.call_soon(transport.resume_reading)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            made.cancel()
+            resumed.cancel()
+            raise
+        return proto._app_transport
