@@ -20,7 +20,7 @@ import warnings
 import weakref
 from asyncio import coroutines, events, format_helpers, futures, tasks
 
-from . import _handles, _net
+from . import _handles, _net, _udp
 from ._zloop import LoopCore, _install
 
 _install(_handles.handle_repr)
@@ -61,7 +61,7 @@ def _noop_signal_handler(signum, frame):
     signal number to the wakeup fd; the loop dispatches from there."""
 
 
-class Loop(LoopCore, _net.NetMixin, asyncio.AbstractEventLoop):
+class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, asyncio.AbstractEventLoop):
     """An asyncio event loop whose engine is written in Zig."""
 
     def __init__(self):

@@ -10,7 +10,8 @@ const state = @import("state.zig");
 const handle = @import("handle.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
-const transport = @import("transport.zig");
+// Native transports of every kind (stream, datagram...), by their watchers.
+const transport = @import("watchers.zig");
 
 const gpa = std.heap.c_allocator;
 

@@ -9,6 +9,7 @@ const loop = @import("loop.zig");
 const transport = @import("transport.zig");
 const sockops = @import("sockops.zig");
 const core = @import("core");
+const datagram = @import("datagram.zig");
 
 /// `_install(handle_repr)`: the Python side hands over its cold-path
 /// helpers once, at import.
@@ -39,6 +40,10 @@ export fn PyInit__zloop() ?*Obj {
     state.init();
     if (!handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
         !sockops.initFunctions(m)) {
+        py.decref(m);
+        return null;
+    }
+    if (!datagram.initTypes(m)) {
         py.decref(m);
         return null;
     }

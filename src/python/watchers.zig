@@ -1,0 +1,25 @@
+//! Which reactor watchers belong to native transports, and how each kind
+//! leaves the reactor when its loop closes. `loop.zig` asks here (not each
+//! transport file) so a new kind of native transport registers in one place.
+//! The names match `transport.zig`'s, which this file extends.
+const core = @import("core");
+const py = @import("py.zig");
+const transport = @import("transport.zig");
+const datagram = @import("datagram.zig");
+
+/// True when `w` is owned by a native transport (not an add_reader watcher).
+pub fn isTransportWatcher(w: *core.IoWatcher) bool {
+    return transport.isTransportWatcher(w) or datagram.isWatcher(w);
+}
+
+/// The transport object owning `w`; `w` must satisfy `isTransportWatcher`.
+pub fn ownerOfWatcher(w: *core.IoWatcher) *py.Obj {
+    if (datagram.isWatcher(w)) return datagram.ownerOfWatcher(w);
+    return transport.ownerOfWatcher(w);
+}
+
+/// The loop is closing: `w`'s transport leaves the reactor.
+pub fn loopClosing(w: *core.IoWatcher) void {
+    if (datagram.isWatcher(w)) return datagram.loopClosing(w);
+    transport.loopClosing(w);
+}
