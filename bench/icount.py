@@ -47,8 +47,14 @@ def count(args, name, n):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                           cwd=common.CHILD_CWD, env=env)
     if proc.returncode != 0:
-        raise RuntimeError("callgrind run failed (%d): %s"
-                           % (proc.returncode, proc.stderr.strip()[-800:]))
+        hint = ""
+        if "unhandled instruction bytes: 0x62" in proc.stderr:
+            # 0x62 starts an EVEX (AVX-512) instruction, which valgrind cannot run.
+            hint = ("%s was compiled with AVX-512 (a native-CPU build); valgrind cannot "
+                    "run that: rebuild it for a baseline CPU (zig -Dcpu=x86_64_v3). "
+                    % name)
+        raise RuntimeError("%scallgrind run failed (%d): %s"
+                           % (hint, proc.returncode, proc.stderr.strip()[-800:]))
 
     def total(i):
         with open("%s.%d" % (base, i)) as f:
