@@ -22,6 +22,7 @@ import warnings
 import weakref
 from asyncio import base_events, futures, protocols, trsock
 
+from . import _tls
 from ._zloop import (
     SocketTransportCore,
     _sock_recv_into_ready,
@@ -65,7 +66,7 @@ class _SocketTransport(SocketTransportCore):
     transports have.
     """
 
-    _start_tls_compatible = False
+    _start_tls_compatible = True
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         super().__init__(extra)
@@ -373,7 +374,7 @@ def _unlink_socket_file(path):
 # ---------------------------------------------------------------- mixin
 
 
-class NetMixin:
+class NetMixin(_tls.TLSMixin):
     """The loop's socket API; mixed into ``zloop.Loop``."""
 
     # ---------------------------------------------------- sock_* helpers
@@ -588,11 +589,24 @@ class NetMixin:
     def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
         return _SocketTransport(self, sock, protocol, waiter, extra, server)
 
-    async def _create_connection_transport(self, sock, protocol_factory):
+    async def _create_connection_transport(
+        self, sock, protocol_factory, ssl=None, server_hostname=None, server_side=False,
+        ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
+    ):
         sock.setblocking(False)
         protocol = protocol_factory()
         waiter = self.create_future()
-        transport = self._make_socket_transport(sock, protocol, waiter)
+        if ssl:
+            tls = _tls.ssl_protocol(
+                self, protocol, ssl, waiter, server_side=server_side,
+                server_hostname=server_hostname,
+                handshake_timeout=ssl_handshake_timeout,
+                shutdown_timeout=ssl_shutdown_timeout,
+            )
+            self._make_socket_transport(sock, tls)
+            transport = tls._app_transport
+        else:
+            transport = self._make_socket_transport(sock, protocol, waiter)
         try:
             await waiter
         except BaseException:
@@ -600,16 +614,15 @@ class NetMixin:
             raise
         return transport, protocol
 
-    @staticmethod
-    def _reject_ssl(ssl, server_hostname=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
-        if server_hostname is not None and not ssl:
-            raise ValueError("server_hostname is only meaningful with ssl")
-        if ssl_handshake_timeout is not None and not ssl:
-            raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
-        if ssl_shutdown_timeout is not None and not ssl:
-            raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
-        if ssl:
-            raise NotImplementedError("zloop: TLS transports are not implemented yet")
+    def _serving_factory(self, protocol_factory, ssl, ssl_handshake_timeout, ssl_shutdown_timeout):
+        """The protocol factory a server uses: with TLS, each accepted
+        connection first speaks TLS (asyncio.sslproto) under the app's protocol."""
+        _tls.check_server_args(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
+        if ssl is None:
+            return protocol_factory
+        return _tls.server_protocol_factory(
+            self, protocol_factory, ssl, ssl_handshake_timeout, ssl_shutdown_timeout
+        )
 
     async def _connect_one(self, family, type, proto, address, local_infos):
         sock = socket.socket(family=family, type=type, proto=proto)
@@ -646,7 +659,9 @@ class NetMixin:
         happy_eyeballs_delay=None, interleave=None, all_errors=False,
     ):
         """Connect to host:port (or adopt ``sock``) and build a transport."""
-        self._reject_ssl(ssl, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout)
+        server_hostname = _tls.client_server_hostname(
+            ssl, host, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout
+        )
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")
@@ -684,14 +699,26 @@ class NetMixin:
                 raise ValueError("host and port was not specified and no sock specified")
             if sock.type != socket.SOCK_STREAM:
                 raise ValueError(f"A Stream Socket was expected, got {sock!r}")
-        return await self._create_connection_transport(sock, protocol_factory)
+        return await self._create_connection_transport(
+            sock, protocol_factory, ssl, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )
 
     async def create_unix_connection(
         self, protocol_factory, path=None, *, ssl=None, sock=None, server_hostname=None,
         ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
     ):
         """Connect to a Unix socket at ``path`` (or adopt ``sock``)."""
-        self._reject_ssl(ssl, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout)
+        if ssl:
+            # A path is no host name: the caller must say what to verify.
+            if server_hostname is None:
+                raise ValueError("you have to pass server_hostname when using ssl")
+        elif server_hostname is not None:
+            raise ValueError("server_hostname is only meaningful with ssl")
+        _tls.client_server_hostname(
+            ssl, server_hostname, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout
+        )
         if path is not None:
             if sock is not None:
                 raise ValueError("path and sock can not be specified at the same time")
@@ -708,7 +735,11 @@ class NetMixin:
                 raise ValueError("no path and sock were specified")
             if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
                 raise ValueError(f"A UNIX Domain Stream Socket was expected, got {sock!r}")
-        return await self._create_connection_transport(sock, protocol_factory)
+        return await self._create_connection_transport(
+            sock, protocol_factory, ssl, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )
 
     async def connect_accepted_socket(
         self, protocol_factory, sock, *, ssl=None, ssl_handshake_timeout=None,
@@ -717,8 +748,12 @@ class NetMixin:
         """Wrap an already accepted connection in a transport."""
         if sock.type != socket.SOCK_STREAM:
             raise ValueError(f"A Stream Socket was expected, got {sock!r}")
-        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
-        return await self._create_connection_transport(sock, protocol_factory)
+        _tls.check_server_args(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
+        return await self._create_connection_transport(
+            sock, protocol_factory, ssl, "", server_side=True,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )
 
     # --------------------------------------------------------- servers
 
@@ -729,9 +764,9 @@ class NetMixin:
         ssl_shutdown_timeout=None, start_serving=True,
     ):
         """Listen on host:port (every address it resolves to) or on ``sock``."""
-        if isinstance(ssl, bool):
-            raise TypeError("ssl argument must be an SSLContext or None")
-        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
+        protocol_factory = self._serving_factory(
+            protocol_factory, ssl, ssl_handshake_timeout, ssl_shutdown_timeout
+        )
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")
@@ -802,9 +837,9 @@ class NetMixin:
         cleanup_socket=True,
     ):
         """Listen on a Unix socket at ``path`` (replacing a stale one)."""
-        if isinstance(ssl, bool):
-            raise TypeError("ssl argument must be an SSLContext or None")
-        self._reject_ssl(ssl, None, ssl_handshake_timeout, ssl_shutdown_timeout)
+        protocol_factory = self._serving_factory(
+            protocol_factory, ssl, ssl_handshake_timeout, ssl_shutdown_timeout
+        )
         unix_paths = []
         if path is not None:
             if sock is not None:
