@@ -16,6 +16,8 @@ pub const Timer = timer_heap.Timer;
 /// terms: KeyboardInterrupt or SystemExit, or a failing signal check).
 pub const RunError = error{Aborted};
 pub const Error = sys.Error || error{OutOfMemory};
+/// `init`'s errors: `UnknownBackend` when `ZLOOP_BACKEND` names no backend.
+pub const InitError = Error || error{UnknownBackend};
 
 /// Something that can sit in the ready queue or the timer heap. Whoever
 /// queues it hands the queue one reference: `run` consumes it; `drop`
@@ -59,8 +61,18 @@ pub const Reactor = struct {
     clock_resolution_s: f64 = 1e-9,
     hooks: ?Hooks = null,
 
-    pub fn init(gpa: std.mem.Allocator) Error!Reactor {
-        var b = try backend.Backend.init();
+    /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
+    pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
+        return withBackend(gpa, try backend.initFromEnv());
+    }
+
+    /// A reactor on the backend of `kind` (io_uring may fall back to epoll).
+    pub fn initKind(gpa: std.mem.Allocator, kind: backend.Kind) Error!Reactor {
+        return withBackend(gpa, try backend.initKind(kind));
+    }
+
+    fn withBackend(gpa: std.mem.Allocator, started: backend.Backend) Error!Reactor {
+        var b = started;
         errdefer b.deinit();
         const wake_fd = try sys.eventfd();
         errdefer sys.close(wake_fd);
@@ -76,6 +88,12 @@ pub const Reactor = struct {
         r.watchers.deinit(r.gpa);
         sys.close(r.wake_fd);
         r.backend.deinit();
+    }
+
+    /// The name of the backend this reactor runs on ("epoll", "io_uring",
+    /// "kqueue"): fixed for its lifetime.
+    pub fn backendName(r: *const Reactor) []const u8 {
+        return backend.activeName(&r.backend);
     }
 
     pub fn now_s(r: *const Reactor) f64 {
@@ -242,6 +260,19 @@ fn timerCallback(t: *Timer) *Callback {
 
 // ---------------------------------------------------------------- tests
 
+/// Runs `case` on a fresh reactor of every backend this platform has.
+fn eachBackend(case: fn (*Reactor) anyerror!void) !void {
+    inline for (comptime std.meta.tags(backend.Kind)) |kind| {
+        var r = try Reactor.initKind(std.testing.allocator, kind);
+        defer r.deinit();
+        case(&r) catch |err| {
+            std.debug.print("backend {s}: {s}\n", .{ r.backendName(), @errorName(err) });
+            return err;
+        };
+    }
+}
+
+
 const Probe = struct {
     cb: Callback = .{ .run = run, .drop = dropNothing },
     log: *std.ArrayList(u32),
@@ -262,12 +293,14 @@ const Probe = struct {
 };
 
 test "callbacks run FIFO; those queued during a pass wait for the next" {
-    var r = try Reactor.init(std.testing.allocator);
-    defer r.deinit();
+    try eachBackend(caseCallbacksRunFifo);
+}
+
+fn caseCallbacksRunFifo(r: *Reactor) !void {
     var log: std.ArrayList(u32) = .empty;
     defer log.deinit(std.testing.allocator);
-    var a: Probe = .{ .log = &log, .id = 1, .reactor = &r, .requeue = true };
-    var b: Probe = .{ .log = &log, .id = 2, .reactor = &r };
+    var a: Probe = .{ .log = &log, .id = 1, .reactor = r, .requeue = true };
+    var b: Probe = .{ .log = &log, .id = 2, .reactor = r };
     try r.callSoon(&a.cb);
     try r.callSoon(&b.cb);
     try r.runOnce();
@@ -292,14 +325,16 @@ const TimerProbe = struct {
 };
 
 test "due timers fire in deadline order; cancelled ones never; stop ends runForever" {
-    var r = try Reactor.init(std.testing.allocator);
-    defer r.deinit();
+    try eachBackend(caseDueTimersFireInOrder);
+}
+
+fn caseDueTimersFireInOrder(r: *Reactor) !void {
     var log: std.ArrayList(u32) = .empty;
     defer log.deinit(std.testing.allocator);
     const now = r.now_s();
-    var late: TimerProbe = .{ .log = &log, .id = 2, .reactor = &r, .stop = true };
-    var early: TimerProbe = .{ .log = &log, .id = 1, .reactor = &r };
-    var gone: TimerProbe = .{ .log = &log, .id = 3, .reactor = &r };
+    var late: TimerProbe = .{ .log = &log, .id = 2, .reactor = r, .stop = true };
+    var early: TimerProbe = .{ .log = &log, .id = 1, .reactor = r };
+    var gone: TimerProbe = .{ .log = &log, .id = 3, .reactor = r };
     late.entry.timer.when_s = now + 0.002;
     early.entry.timer.when_s = now + 0.001;
     gone.entry.timer.when_s = now;
@@ -315,17 +350,21 @@ test "due timers fire in deadline order; cancelled ones never; stop ends runFore
 }
 
 test "wake from another thread unblocks an infinite wait" {
-    var r = try Reactor.init(std.testing.allocator);
-    defer r.deinit();
-    const t = try std.Thread.spawn(.{}, Reactor.wake, .{&r});
+    try eachBackend(caseWakeUnblocksAnInfiniteWait);
+}
+
+fn caseWakeUnblocksAnInfiniteWait(r: *Reactor) !void {
+    const t = try std.Thread.spawn(.{}, Reactor.wake, .{r});
     try r.runOnce();
     t.join();
     try std.testing.expect(!r.wake_pending.load(.acquire));
 }
 
 test "an fd watcher sees readiness" {
-    var r = try Reactor.init(std.testing.allocator);
-    defer r.deinit();
+    try eachBackend(caseAnFdWatcherSeesReadiness);
+}
+
+fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
     const fd = try sys.eventfd();
     defer sys.close(fd);
     const W = struct {

@@ -643,6 +643,14 @@ fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return py.boolean(py.cast(Loop, self.?).closed);
 }
 
+/// `_backend`: the name of the backend this loop's reactor runs on.
+fn getBackend(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    const name = loop.reactor.backendName();
+    return c.PyUnicode_FromStringAndSize(name.ptr, @intCast(name.len));
+}
+
 fn getResolution(_: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return c.PyFloat_FromDouble(1e-9);
 }
@@ -678,6 +686,7 @@ var getsets = [_]c.PyGetSetDef{
     py.getset("_closed", getClosed, null),
     py.getset("slow_callback_duration", getSlow, setSlow),
     py.getset("_clock_resolution", getResolution, null),
+    py.getset("_backend", getBackend, null),
     py.sentinel_getset,
 };
 

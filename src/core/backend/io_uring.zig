@@ -1,0 +1,466 @@
+//! Linux completion backend: io_uring carrying the readiness contract.
+//!
+//! Each fd with interest has one one-shot IORING_OP_POLL_ADD in flight. Its
+//! completion becomes an `Event`, and the poll is re-armed with the fd's
+//! current interest: the re-arm SQE is only queued, and goes to the kernel
+//! with the next `poll`, after the reactor has run the callbacks. An fd still
+//! ready then completes again at once, so readiness is level-triggered, as
+//! epoll's is here and as asyncio's selector loop requires (a reader that
+//! leaves data behind is called again on the next pass).
+//!
+//! Why not multishot polls: a multishot poll posts one completion per
+//! wake-up of the file, i.e. it is edge-triggered (the test "a multishot poll
+//! is edge-triggered" below shows it on this kernel), so a partially drained
+//! socket would never be reported again. One-shot polls cost no extra
+//! syscalls: re-arms ride in the `io_uring_enter` that waits.
+//!
+//! The hot path is one `io_uring_enter` per pass that submits and waits (and
+//! none at all for a non-blocking pass with nothing to submit and no
+//! completion pending). Changing the interest of an armed fd queues a
+//! POLL_REMOVE and a new POLL_ADD; dropping all interest is a POLL_REMOVE
+//! submitted at once, because an armed poll holds a reference to the file and a socket
+//! closed right after `remove_reader` must really close.
+//!
+//! user_data names (kind, generation, fd). Dropping interest bumps the fd's
+//! generation, so a completion of an old poll (cancelled, or fired before the
+//! remove reached the kernel, or for a file whose fd number was reused) is
+//! recognised as stale and dropped.
+//!
+//! Native send/recv completions will extend this contract (kind `op`),
+//! their callbacks queued for the reactor's dispatch, never run from inside
+//! `poll`; readiness stays as it is.
+const std = @import("std");
+const linux = std.os.linux;
+const IoUring = linux.IoUring;
+const sys = @import("../sys.zig");
+const api = @import("api.zig");
+
+pub const name = "io_uring";
+
+/// Why the backend could not be set up; the caller falls back to epoll.
+pub const InitError = sys.Error || error{Unsupported};
+
+/// What a completion answers, in the top byte of its user_data.
+const Kind = enum(u8) {
+    /// A readiness poll of `fd` armed under generation `gen`.
+    poll = 1,
+    /// The answer to a POLL_REMOVE; always ignored (a failure only means
+    /// the poll had completed already).
+    control = 2,
+    /// Reserved for native operations (send/recv): the low 56 bits will
+    /// address a completion record owned by the caller.
+    op = 3,
+    _,
+};
+
+const UserData = packed struct(u64) {
+    fd: u32,
+    gen: u24,
+    kind: Kind,
+
+    fn of(u: UserData) u64 {
+        return @bitCast(u);
+    }
+};
+
+/// The backend's view of one fd.
+const Slot = struct {
+    gen: u24 = 0,
+    interest: api.Interest = .{},
+    /// A POLL_ADD of (fd, gen) is queued or in the kernel, its completion
+    /// not yet seen.
+    armed: bool = false,
+};
+
+pub const Backend = struct {
+    ring: IoUring,
+    /// Indexed by fd. Grows by doubling when a larger fd registers: the
+    /// only allocation, never per pass. `api` gives `init` no allocator, so
+    /// it comes from the page allocator.
+    slots: std.ArrayList(Slot) = .empty,
+    /// IOSQE_CQE_SKIP_SUCCESS is known (5.17+): successful control
+    /// requests post nothing.
+    skip_success: bool,
+    /// IORING_SETUP_TASKRUN_FLAG is on: the kernel flags pending task work
+    /// in the SQ ring, so a non-blocking poll can skip the syscall.
+    taskrun_flag: bool,
+    cqes: [max_events]linux.io_uring_cqe = undefined,
+
+    const max_events = 256;
+    const ring_entries = 512;
+    const slot_gpa = std.heap.page_allocator;
+    /// EXT_ARG (5.11) carries the wait's timeout; NODROP (5.5) keeps
+    /// overflowed CQEs.
+    const required_features = linux.IORING_FEAT_EXT_ARG | linux.IORING_FEAT_NODROP;
+
+    pub fn init() InitError!Backend {
+        // COOP_TASKRUN: completions wait for our next enter instead of
+        // interrupting Python code with an IPI (5.19+; retried without).
+        const coop = linux.IORING_SETUP_COOP_TASKRUN | linux.IORING_SETUP_TASKRUN_FLAG;
+        var flags: u32 = coop;
+        var ring = IoUring.init(ring_entries, flags) catch |err| retry: {
+            if (err != error.ArgumentsInvalid) return mapInitError(err);
+            flags = 0;
+            break :retry IoUring.init(ring_entries, flags) catch |e| return mapInitError(e);
+        };
+        errdefer ring.deinit();
+        if (ring.features & required_features != required_features) return error.Unsupported;
+        return .{
+            .ring = ring,
+            .skip_success = ring.features & linux.IORING_FEAT_CQE_SKIP != 0,
+            .taskrun_flag = flags != 0,
+        };
+    }
+
+    fn mapInitError(err: anyerror) InitError {
+        return switch (err) {
+            error.ProcessFdQuotaExceeded, error.SystemFdQuotaExceeded => error.NoMemory,
+            error.SystemResources => error.NoMemory,
+            // No io_uring (old kernel, io_uring_disabled sysctl, seccomp).
+            else => error.Unsupported,
+        };
+    }
+
+    /// Closes the ring; the kernel cancels every poll still armed.
+    pub fn deinit(b: *Backend) void {
+        b.ring.deinit();
+        b.slots.deinit(slot_gpa);
+    }
+
+    /// Moves `fd` from interest `old` to interest `new`. A new registration
+    /// is checked at once, so a bad fd fails here as epoll's CTL_ADD does.
+    pub fn setInterest(
+        b: *Backend,
+        fd: sys.fd_t,
+        old: api.Interest,
+        new: api.Interest,
+    ) sys.Error!void {
+        if (old.none() and new.none()) return;
+        std.debug.assert(fd >= 0);
+        if (new.none()) {
+            const slot = b.slotOf(fd) orelse return;
+            return b.disarm(fd, slot);
+        }
+        if (old.none()) try pollable(fd);
+        const slot = try b.slotFor(fd);
+        const before = slot.interest;
+        slot.interest = new;
+        if (!slot.armed) return b.arm(fd, slot);
+        if (mask(before) == mask(new)) return;
+        // Replace the armed poll: remove it and arm a new generation, in
+        // the same batch. Not POLL_UPDATE: on 6.18 an update to a mask that
+        // is ready at once posts no completion at all, and a writer added
+        // to a writable socket's reader would never be called.
+        const sqe = try b.getSqe();
+        const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.gen, .kind = .poll };
+        sqe.prep_poll_remove(ud.of());
+        b.control(sqe, fd, slot.gen);
+        slot.gen +%= 1;
+        slot.armed = false;
+        return b.arm(fd, slot);
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever) and returns the ready events.
+    pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
+        const want = @min(out.len, max_events);
+        const waited = try b.enter(timeout_ms);
+        const got = b.ring.copy_cqes(b.cqes[0..want], 0) catch return error.Unexpected;
+        var n: usize = 0;
+        for (b.cqes[0..got]) |cqe| {
+            if (try b.complete(cqe)) |ev| {
+                out[n] = ev;
+                n += 1;
+            }
+        }
+        // A wait that submitted SQEs returns their count even when a signal
+        // cut it short, so an empty wake-up is reported as an interruption:
+        // the reactor then runs the signal handlers (a no-op if none).
+        if (waited and got == 0) return error.Interrupted;
+        return n;
+    }
+
+    /// Submits the queued SQEs and waits. Returns whether it blocked.
+    fn enter(b: *Backend, timeout_ms: i32) sys.Error!bool {
+        const to_submit = b.ring.flush_sq();
+        const block = timeout_ms != 0 and b.ring.cq_ready() == 0;
+        if (!block and to_submit == 0 and !b.kernelHasWork()) return false;
+        var ts: linux.kernel_timespec = .{
+            .sec = @divTrunc(timeout_ms, 1000),
+            .nsec = @as(i64, @rem(timeout_ms, 1000)) * std.time.ns_per_ms,
+        };
+        var arg: linux.io_uring_getevents_arg = .{
+            .sigmask = 0,
+            .sigmask_sz = linux.NSIG / 8,
+            .pad = 0,
+            .ts = if (block and timeout_ms > 0) @intFromPtr(&ts) else 0,
+        };
+        const flags = linux.IORING_ENTER_GETEVENTS | linux.IORING_ENTER_EXT_ARG;
+        const rc = linux.syscall6(
+            .io_uring_enter,
+            @as(u32, @bitCast(b.ring.fd)),
+            to_submit,
+            @intFromBool(block),
+            flags,
+            @intFromPtr(&arg),
+            @sizeOf(linux.io_uring_getevents_arg),
+        );
+        switch (linux.errno(rc)) {
+            .SUCCESS => return block and rc > 0,
+            // Nothing was submitted and a signal arrived while waiting.
+            .INTR => return error.Interrupted,
+            // The timeout expired with no completion.
+            .TIME => return false,
+            // Too many completions outstanding (CQ overcommitted): reap
+            // what is there; the unsubmitted SQEs go with the next enter.
+            .AGAIN, .BUSY => return false,
+            else => |e| {
+                sys.last_errno = @intFromEnum(e);
+                return error.Unexpected;
+            },
+        }
+    }
+
+    /// Whether the kernel may hold completions we cannot see yet (task
+    /// work not run, or CQEs overflowed out of the ring).
+    fn kernelHasWork(b: *Backend) bool {
+        if (!b.taskrun_flag) return true;
+        const sq_flags = @atomicLoad(u32, b.ring.sq.flags, .acquire);
+        return sq_flags & (linux.IORING_SQ_TASKRUN | linux.IORING_SQ_CQ_OVERFLOW) != 0;
+    }
+
+    /// Turns one completion into an event, or null (stale, control, error).
+    fn complete(b: *Backend, cqe: linux.io_uring_cqe) sys.Error!?api.Event {
+        const ud: UserData = @bitCast(cqe.user_data);
+        switch (ud.kind) {
+            .poll => {},
+            .control => return null,
+            // No native operations are submitted yet.
+            .op, _ => unreachable,
+        }
+        const fd: sys.fd_t = @intCast(ud.fd);
+        const slot = b.slotOf(fd) orelse return null;
+        if (slot.gen != ud.gen or !slot.armed) return null;
+        slot.armed = false;
+        if (cqe.res < 0) switch (@as(linux.E, @enumFromInt(-cqe.res))) {
+            // Closed after its registration was checked: as epoll forgets a
+            // closed fd, report nothing and do not re-arm.
+            .BADF => return null,
+            // Anything else wakes the callback to discover the error.
+            else => return try b.ready(fd, slot, linux.POLL.ERR),
+        };
+        return try b.ready(fd, slot, @intCast(cqe.res));
+    }
+
+    /// Re-arms the slot and returns its event for `revents`, if any.
+    fn ready(b: *Backend, fd: sys.fd_t, slot: *Slot, revents: u32) sys.Error!?api.Event {
+        std.debug.assert(!slot.armed);
+        if (slot.interest.none()) return null;
+        try b.arm(fd, slot);
+        // An error or hang-up wakes both directions, as epoll reports them.
+        const failed = revents & (linux.POLL.ERR | linux.POLL.HUP) != 0;
+        // The mask may have narrowed since the poll was armed.
+        const readable = failed or (slot.interest.read and revents & linux.POLL.IN != 0);
+        const writable = failed or (slot.interest.write and revents & linux.POLL.OUT != 0);
+        if (!readable and !writable) return null;
+        return .{ .fd = fd, .readable = readable, .writable = writable };
+    }
+
+    fn arm(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
+        std.debug.assert(!slot.armed and !slot.interest.none());
+        const sqe = try b.getSqe();
+        const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.gen, .kind = .poll };
+        sqe.prep_poll_add(fd, mask(slot.interest));
+        sqe.user_data = ud.of();
+        slot.armed = true;
+    }
+
+    /// Drops all interest in `fd`, submitting the removal at once.
+    fn disarm(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
+        const was_armed = slot.armed;
+        const gen = slot.gen;
+        // Whatever the old poll still posts is stale from here on.
+        slot.* = .{ .gen = gen +% 1 };
+        if (!was_armed) return;
+        const sqe = try b.getSqe();
+        const ud: UserData = .{ .fd = @intCast(fd), .gen = gen, .kind = .poll };
+        sqe.prep_poll_remove(ud.of());
+        b.control(sqe, fd, gen);
+        // GETEVENTS runs the cancellation's task work now, which drops the
+        // poll's reference to the file.
+        _ = b.ring.enter(b.ring.flush_sq(), 0, linux.IORING_ENTER_GETEVENTS) catch |err|
+            return switch (err) {
+                error.SystemResources, error.CompletionQueueOvercommitted => {},
+                else => error.Unexpected,
+            };
+    }
+
+    fn control(b: *Backend, sqe: *linux.io_uring_sqe, fd: sys.fd_t, gen: u24) void {
+        sqe.user_data = UserData.of(.{ .fd = @intCast(fd), .gen = gen, .kind = .control });
+        if (b.skip_success) sqe.flags |= linux.IOSQE_CQE_SKIP_SUCCESS;
+    }
+
+    /// A free SQE; when the ring is full, submits what is queued first.
+    fn getSqe(b: *Backend) sys.Error!*linux.io_uring_sqe {
+        return b.ring.get_sqe() catch {
+            _ = b.ring.submit() catch return error.NoMemory;
+            return b.ring.get_sqe() catch error.NoMemory;
+        };
+    }
+
+    fn slotOf(b: *Backend, fd: sys.fd_t) ?*Slot {
+        const i: usize = @intCast(fd);
+        return if (i < b.slots.items.len) &b.slots.items[i] else null;
+    }
+
+    fn slotFor(b: *Backend, fd: sys.fd_t) sys.Error!*Slot {
+        const i: usize = @intCast(fd);
+        if (i >= b.slots.items.len) {
+            const old_len = b.slots.items.len;
+            const new_len = @max(i + 1, old_len * 2, 64);
+            b.slots.resize(slot_gpa, new_len) catch return error.NoMemory;
+            @memset(b.slots.items[old_len..], .{});
+        }
+        return &b.slots.items[i];
+    }
+};
+
+fn mask(i: api.Interest) u32 {
+    var m: u32 = 0;
+    if (i.read) m |= linux.POLL.IN;
+    if (i.write) m |= linux.POLL.OUT;
+    return m;
+}
+
+/// Refuses what epoll refuses, with its errno: a closed fd (EBADF) and
+/// regular files and directories (EPERM), which io_uring would otherwise
+/// poll as always ready, unlike asyncio's selector loop.
+fn pollable(fd: sys.fd_t) sys.Error!void {
+    var st: linux.Statx = undefined;
+    const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH, .{ .TYPE = true }, &st);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .BADF => {
+            sys.last_errno = @intFromEnum(linux.E.BADF);
+            return error.BadFd;
+        },
+        .NOMEM => return error.NoMemory,
+        // statx unavailable or refused: let the poll itself decide.
+        else => return,
+    }
+    if (linux.S.ISREG(st.mode) or linux.S.ISDIR(st.mode)) {
+        sys.last_errno = @intFromEnum(linux.E.PERM);
+        return error.Unexpected;
+    }
+}
+
+// ---------------------------------------------------------------- tests
+
+fn testBackend() !Backend {
+    return Backend.init() catch |err| switch (err) {
+        error.Unsupported => error.SkipZigTest,
+        else => err,
+    };
+}
+
+fn signal(fd: sys.fd_t) !void {
+    const one: u64 = 1;
+    _ = try sys.write(fd, std.mem.asBytes(&one));
+}
+
+test "io_uring reports a readable eventfd, level-triggered, and forgets it" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    try b.setInterest(fd, .{}, .{ .read = true });
+    var out: [8]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    try signal(fd);
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(fd, out[0].fd);
+    try std.testing.expect(out[0].readable and !out[0].writable);
+    // Not drained: reported again on the next pass, as epoll would.
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try b.setInterest(fd, .{ .read = true }, .{});
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+}
+
+test "io_uring interest changes: narrowing, widening, re-registering" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    var out: [8]api.Event = undefined;
+    // An eventfd is always writable.
+    try b.setInterest(fd, .{}, .{ .read = true, .write = true });
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expect(out[0].writable and !out[0].readable);
+    // Narrowed to read while the re-arm is queued: nothing to report.
+    try b.setInterest(fd, .{ .read = true, .write = true }, .{ .read = true });
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    // Widened again on an armed poll (removed and re-armed).
+    try b.setInterest(fd, .{ .read = true }, .{ .read = true, .write = true });
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expect(out[0].writable);
+    // Dropped and re-added in one pass: only the new generation reports.
+    try b.setInterest(fd, .{ .read = true, .write = true }, .{});
+    try b.setInterest(fd, .{}, .{ .write = true });
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expect(out[0].writable);
+}
+
+test "io_uring drops completions of a removed fd whose number was reused" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    try signal(fd);
+    try b.setInterest(fd, .{}, .{ .read = true });
+    var out: [8]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    // The re-arm is queued; remove, close and reuse the number.
+    try b.setInterest(fd, .{ .read = true }, .{});
+    sys.close(fd);
+    const again = try sys.eventfd();
+    defer sys.close(again);
+    try std.testing.expectEqual(fd, again);
+    try b.setInterest(again, .{}, .{ .read = true });
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+}
+
+test "io_uring refuses what epoll refuses" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    sys.close(fd);
+    try std.testing.expectError(error.BadFd, b.setInterest(fd, .{}, .{ .read = true }));
+    try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.BADF)), sys.last_errno);
+    const dir: sys.fd_t = @intCast(linux.open(".", .{ .DIRECTORY = true, .CLOEXEC = true }, 0));
+    defer sys.close(dir);
+    try std.testing.expectError(error.Unexpected, b.setInterest(dir, .{}, .{ .read = true }));
+    try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.PERM)), sys.last_errno);
+}
+
+test "io_uring wait honours its timeout" {
+    var b = try testBackend();
+    defer b.deinit();
+    var out: [8]api.Event = undefined;
+    const start_s = sys.monotonic_s();
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(20, &out));
+    try std.testing.expect(sys.monotonic_s() - start_s >= 0.015);
+}
+
+test "a multishot poll is edge-triggered (why this backend re-arms one-shot polls)" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    try signal(fd);
+    const sqe = try b.ring.poll_add(UserData.of(.{ .fd = 0, .gen = 0, .kind = .control }), fd, linux.POLL.IN);
+    sqe.len = linux.IORING_POLL_ADD_MULTI;
+    var cqes: [4]linux.io_uring_cqe = undefined;
+    _ = try b.ring.submit_and_wait(1);
+    try std.testing.expectEqual(@as(u32, 1), try b.ring.copy_cqes(&cqes, 0));
+    // Still readable (never drained), yet no second completion arrives.
+    _ = try b.ring.enter(0, 0, linux.IORING_ENTER_GETEVENTS);
+    try std.testing.expectEqual(@as(u32, 0), try b.ring.copy_cqes(&cqes, 0));
+}
