@@ -464,3 +464,46 @@ test "a multishot poll is edge-triggered (why this backend re-arms one-shot poll
     _ = try b.ring.enter(0, 0, linux.IORING_ENTER_GETEVENTS);
     try std.testing.expectEqual(@as(u32, 0), try b.ring.copy_cqes(&cqes, 0));
 }
+
+fn socketPair() ![2]sys.fd_t {
+    var fds: [2]sys.fd_t = undefined;
+    const flags = linux.SOCK.STREAM | linux.SOCK.CLOEXEC | linux.SOCK.NONBLOCK;
+    const rc = linux.socketpair(linux.AF.UNIX, flags, 0, &fds);
+    if (linux.errno(rc) != .SUCCESS) return error.Unexpected;
+    return fds;
+}
+
+test "io_uring: a partly read socket is reported again; a hang-up wakes both ways" {
+    var b = try testBackend();
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    var out: [8]api.Event = undefined;
+    try b.setInterest(pair[0], .{}, .{ .read = true });
+    _ = try sys.write(pair[1], "abcd");
+    var buf: [2]u8 = undefined;
+    for (0..2) |_| {
+        try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+        try std.testing.expect(out[0].readable);
+        try std.testing.expectEqual(@as(usize, 2), try sys.read(pair[0], &buf));
+    }
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    sys.close(pair[1]);
+    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expect(out[0].readable and out[0].writable);
+}
+
+test "io_uring: removing interest lets a closed socket really close" {
+    var b = try testBackend();
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[1]);
+    var out: [8]api.Event = undefined;
+    try b.setInterest(pair[0], .{}, .{ .read = true });
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    try b.setInterest(pair[0], .{ .read = true }, .{});
+    sys.close(pair[0]);
+    // The peer sees end-of-file at once: the armed poll held no file.
+    var buf: [1]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
+}
