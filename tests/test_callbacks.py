@@ -302,7 +302,10 @@ def test_handles_have_asyncio_handle_api(loop, loop_name):
     # asyncio.TimerHandle (uvicorn does) is unaffected.
     soon = loop.call_soon(lambda: None)
     later = loop.call_later(10, lambda: None)
-    for name in ("cancel", "cancelled", "get_context"):
+    api = ["cancel", "cancelled"]
+    if hasattr(asyncio.Handle, "get_context"):  # 3.12+
+        api.append("get_context")
+    for name in api:
         assert callable(getattr(soon, name))
         assert callable(getattr(later, name))
     assert isinstance(later.when(), float)
