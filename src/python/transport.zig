@@ -35,8 +35,6 @@ const linux = std.os.linux;
 
 const gpa = std.heap.c_allocator;
 
-/// Bytes asked of one recv(), as `selector_events.max_size`.
-const max_read = 256 * 1024;
 /// After this many write() calls on a lost connection, warn (asyncio's
 /// `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`).
 const log_threshold_conn_lost = 5;
@@ -244,32 +242,43 @@ fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
 }
 
-/// One receive buffer for every transport (reads run under the GIL, one at
-/// a time). Receiving straight into a fresh 256 KiB `bytes` and shrinking
-/// it made glibc mmap and munmap on every read (measured: one pair per
-/// recv), so data lands here and is copied into a `bytes` of its size.
-var scratch: ?[]u8 = null;
+/// Reads land straight in the `bytes` handed to data_received (no
+/// intermediate copy): a fresh object of `read_chunk_bytes`, shrunk in place
+/// to what arrived. The chunk stays under glibc's mmap threshold (128 KiB):
+/// a bigger one was mmap'ed and munmap'ed on every read (measured with
+/// strace), because shrinking it kept the threshold from adapting. A socket
+/// holding more than a chunk stays readable and is read again next pass.
+const read_chunk_bytes = 64 * 1024;
 
 fn readReady(t: *Transport) core.RunError!void {
     if (t.inner.?.buffered) return readBuffered(t);
-    const buf = scratch orelse blk: {
-        const b = gpa.alloc(u8, max_read) catch {
-            _ = c.PyErr_NoMemory();
-            return fatalFromPending(t, names.msg_read);
-        };
-        scratch = b;
-        break :blk b;
-    };
-    const rc = linux.recvfrom(t.inner.?.w.fd, buf.ptr, buf.len, 0, null, null);
+    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, read_chunk_bytes) orelse
+        return fatalFromPending(t, names.msg_read);
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
+    const rc = linux.recvfrom(t.inner.?.w.fd, buf, read_chunk_bytes, 0, null, null);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
-        .AGAIN, .INTR => return,
-        else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
+        .AGAIN, .INTR => {
+            py.decref(data.?);
+            return;
+        },
+        else => |e| {
+            py.decref(data.?);
+            return fatalErrno(t, @intFromEnum(e), names.msg_read);
+        },
     }
-    if (rc == 0) return readEof(t);
-    const data = c.PyBytes_FromStringAndSize(@ptrCast(buf.ptr), @intCast(rc)) orelse
-        return fatalFromPending(t, names.msg_read);
-    defer py.decref(data);
+    if (rc == 0) {
+        py.decref(data.?);
+        return readEof(t);
+    }
+    if (rc < read_chunk_bytes) {
+        // Shrinks in place; on failure it has freed the object and set
+        // MemoryError.
+        if (c._PyBytes_Resize(@ptrCast(&data), @intCast(rc)) < 0) {
+            return fatalFromPending(t, names.msg_read);
+        }
+    }
+    defer py.decref(data.?);
     const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data, @as(?*Obj, null));
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
