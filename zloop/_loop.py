@@ -20,7 +20,7 @@ import warnings
 import weakref
 from asyncio import coroutines, events, format_helpers, futures, tasks
 
-from . import _handles, _net, _udp
+from . import _handles, _net, _udp, _unix
 from ._zloop import LoopCore, _install
 
 _install(_handles.handle_repr)
@@ -61,7 +61,7 @@ def _noop_signal_handler(signum, frame):
     signal number to the wakeup fd; the loop dispatches from there."""
 
 
-class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, asyncio.AbstractEventLoop):
+class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio.AbstractEventLoop):
     """An asyncio event loop whose engine is written in Zig."""
 
     def __init__(self):
@@ -175,6 +175,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, asyncio.AbstractEventLoo
             )
             self._signal_handlers.clear()
         self._close_signal_pipe()
+        self._close_children()
         self._close_native()
         self._executor_shutdown_called = True
         executor = self._default_executor

@@ -1,0 +1,263 @@
+"""subprocess_exec / subprocess_shell and asyncio.create_subprocess_*
+(issue 4), each case on stock asyncio and on zloop side by side."""
+
+import asyncio
+import gc
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+PY = sys.executable
+PIPE = asyncio.subprocess.PIPE
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children():
+    """Pids of this process's children, zombies included."""
+    me = os.getpid()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            found.append(int(pid))
+    return found
+
+
+def test_communicate_large_payloads_both_ways(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            PY,
+            "-c",
+            "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d[::-1]);"
+            " sys.stderr.buffer.write(d[:1000])",
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+        )
+        data = os.urandom(3 << 19)
+        out, err = await proc.communicate(data)
+        assert out == data[::-1]
+        assert err == data[:1000]
+        assert proc.returncode == 0
+
+    run(main())
+
+
+def test_returncode_wait_and_shell(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_shell("exit 7")
+        assert await proc.wait() == 7
+        assert proc.returncode == 7
+        assert await proc.wait() == 7
+        proc = await asyncio.create_subprocess_shell("echo $((6*7))", stdout=PIPE)
+        out, err = await proc.communicate()
+        assert (out, err) == (b"42\n", None)
+
+    run(main())
+
+
+def test_devnull_stdout_to_stderr_and_existing_fds(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            PY, "-c", "print('out'); import sys; print('err', file=sys.stderr)",
+            stdout=PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        out, _ = await proc.communicate()
+        assert sorted(out.split()) == [b"err", b"out"]
+        r, w = os.pipe()
+        proc = await asyncio.create_subprocess_exec(
+            "echo", "into a fd", stdout=w, stderr=subprocess.DEVNULL
+        )
+        os.close(w)
+        assert await proc.wait() == 0
+        assert os.read(r, 100) == b"into a fd\n"
+        os.close(r)
+
+    run(main())
+
+
+def test_signals(loop, run):
+    async def main():
+        for how, sig in (("terminate", signal.SIGTERM), ("kill", signal.SIGKILL)):
+            proc = await asyncio.create_subprocess_exec("sleep", "30")
+            getattr(proc, how)()
+            assert await proc.wait() == -sig
+        proc = await asyncio.create_subprocess_exec(
+            PY, "-c", "import signal,sys,time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(5));"
+            " print('ready', flush=True); time.sleep(30)", stdout=PIPE,
+        )
+        assert await proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGUSR1)
+        assert await proc.wait() == 5
+        # Signalling a reaped child: ProcessLookupError, as asyncio.
+        with pytest.raises(ProcessLookupError):
+            proc.kill()
+
+    run(main())
+
+
+def test_transport_api(loop, run):
+    async def main():
+        exited = loop.create_future()
+        lost = loop.create_future()
+
+        class Proto(asyncio.SubprocessProtocol):
+            def __init__(self):
+                self.data = []
+
+            def pipe_data_received(self, fd, data):
+                self.data.append((fd, data))
+
+            def process_exited(self):
+                exited.set_result(None)
+
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        t, p = await loop.subprocess_exec(Proto, PY, "-c", "print('hi')", stdin=None)
+        assert isinstance(t, asyncio.SubprocessTransport)
+        assert t.get_pid() > 0
+        assert isinstance(t.get_extra_info("subprocess"), subprocess.Popen)
+        assert t.get_pipe_transport(0) is None
+        assert isinstance(t.get_pipe_transport(1), asyncio.ReadTransport)
+        await exited
+        assert await lost is None
+        assert t.get_returncode() == 0
+        assert {fd for fd, _ in p.data} == {1}
+        assert b"".join(d for _, d in p.data) == b"hi\n"
+        t.close()
+        assert "pid=" in repr(t)
+
+    run(main())
+
+
+def test_argument_errors(loop, run):
+    async def main():
+        P = asyncio.SubprocessProtocol
+        with pytest.raises(ValueError, match="shell must be False"):
+            await loop.subprocess_exec(P, "true", shell=True)
+        with pytest.raises(ValueError, match="shell must be True"):
+            await loop.subprocess_shell(P, "true", shell=False)
+        with pytest.raises(ValueError, match="cmd must be a string"):
+            await loop.subprocess_shell(P, ["true"])
+        with pytest.raises(ValueError, match="bufsize must be 0"):
+            await loop.subprocess_exec(P, "true", bufsize=1)
+        with pytest.raises(ValueError, match="universal_newlines must be False"):
+            await loop.subprocess_exec(P, "true", universal_newlines=True)
+        with pytest.raises(ValueError, match="text must be False"):
+            await loop.subprocess_exec(P, "true", text=True)
+        with pytest.raises(ValueError, match="encoding must be None"):
+            await loop.subprocess_exec(P, "true", encoding="utf-8")
+        with pytest.raises(FileNotFoundError):
+            await asyncio.create_subprocess_exec("/nonexistent/program")
+
+    gc.collect()
+    before = _fds()
+    run(main())
+    assert _fds() == before
+
+
+def test_preexec_fn_and_sessions(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            PY, "-c", "import os; print(os.getsid(0) == os.getpid())",
+            stdout=PIPE, start_new_session=True,
+        )
+        assert (await proc.communicate())[0] == b"True\n"
+        proc = await asyncio.create_subprocess_exec(
+            PY, "-c", "import os; print(os.environ['ZL'])",
+            stdout=PIPE, preexec_fn=lambda: os.environ.__setitem__("ZL", "pre"),
+        )
+        assert (await proc.communicate())[0] == b"pre\n"
+        if sys.version_info >= (3, 11):
+            proc = await asyncio.create_subprocess_exec(
+                PY, "-c", "import os; print(os.getpgid(0) == os.getpid())",
+                stdout=PIPE, process_group=0,
+            )
+            assert (await proc.communicate())[0] == b"True\n"
+
+    run(main())
+
+
+def test_a_hundred_concurrent_children(loop, run):
+    async def one(i):
+        proc = await asyncio.create_subprocess_exec(
+            "sh", "-c", f"read x; echo $x-{i}", stdin=PIPE, stdout=PIPE
+        )
+        out, _ = await proc.communicate(b"child")
+        return out, proc.returncode
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(100)))
+
+    gc.collect()
+    before = _fds()
+    results = run(main())
+    assert results == [(f"child-{i}\n".encode(), 0) for i in range(100)]
+    assert _fds() == before
+    assert _children() == []
+
+
+def test_cancelled_wait_leaves_the_child_running(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_exec("sleep", "30")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait(), 0.05)
+        assert proc.returncode is None
+        proc.kill()
+        assert await proc.wait() == -signal.SIGKILL
+
+    run(main())
+
+
+def test_cancelled_communicate(loop, run):
+    async def main():
+        proc = await asyncio.create_subprocess_exec("sleep", "30", stdout=PIPE, stdin=PIPE)
+        task = asyncio.ensure_future(proc.communicate(b"x"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        proc.kill()
+        await proc.wait()
+
+    gc.collect()
+    before = _fds()
+    run(main())
+    gc.collect()
+    assert _fds() == before
+    assert _children() == []
+
+
+def test_closing_the_loop_with_live_children(loop_factory):
+    if loop_factory is asyncio.SelectorEventLoop:
+        pytest.skip("stock asyncio leaves the child and its pipes to the garbage collector")
+    gc.collect()
+    before = _fds()
+    lp = loop_factory()
+
+    async def main():
+        return [
+            await asyncio.create_subprocess_exec("sleep", "30", stdin=PIPE, stdout=PIPE, stderr=PIPE)
+            for _ in range(5)
+        ]
+
+    procs = lp.run_until_complete(main())
+    lp.close()
+    assert [p.returncode for p in procs] == [-signal.SIGKILL] * 5
+    assert _children() == []
+    del procs
+    gc.collect()
+    assert _fds() == before
