@@ -744,3 +744,65 @@ def test_many_connections_leave_no_descriptors(loop):
     before = open_fds()
     loop.run_until_complete(main())
     assert open_fds() - before == set()
+
+
+_request_var = __import__("contextvars").ContextVar("request_var")
+
+
+class _ContextRecordingProtocol(RecordingProtocol):
+    """Records the value of ``_request_var`` seen by each read-side callback."""
+
+    def __init__(self, loop):
+        super().__init__(loop)
+        self.seen = []
+
+    def data_received(self, data):
+        self.seen.append(("data", _request_var.get("MISSING")))
+        super().data_received(data)
+
+    def eof_received(self):
+        self.seen.append(("eof", _request_var.get("MISSING")))
+        return super().eof_received()
+
+
+def test_read_callbacks_run_in_the_context_of_the_caller(loop):
+    # As asyncio: data_received/eof_received run in a copy of the context
+    # current when the server (or the client connection) was created, so a
+    # ContextVar set around create_server is visible there (uvicorn relies on
+    # this to carry context into each request's task); the loop's own context
+    # stays untouched.
+    async def main():
+        _request_var.set("server-side")
+        server, addr, served = await _serve(loop, _ContextRecordingProtocol)
+
+        async def client():
+            _request_var.set("client-side")
+            tr, proto = await _connect(loop, addr, EchoProtocol)
+            return tr
+
+        tr = await asyncio.create_task(client())
+        sproto = await _first(served)
+        tr.write(b"ping")
+        await sproto.received(4)
+        tr.write_eof()
+        await wait_for(sproto.eof)
+        tr.close()
+        await _close_server(server)
+        return sproto.seen
+
+    assert loop.run_until_complete(main()) == [("data", "server-side"), ("eof", "server-side")]
+    assert _request_var.get("outside") == "outside"
+
+
+def test_client_read_callbacks_see_the_connecting_context(loop):
+    async def main():
+        server, addr, served = await _serve(loop, EchoProtocol)
+        _request_var.set("client-side")
+        tr, proto = await _connect(loop, addr, _ContextRecordingProtocol)
+        tr.write(b"pong")
+        await proto.received(4)
+        tr.close()
+        await _close_server(server)
+        return proto.seen
+
+    assert loop.run_until_complete(main()) == [("data", "client-side")]

@@ -69,6 +69,10 @@ const Inner = struct {
     read_eof: bool = false,
     buffered: bool = false,
     protocol_paused: bool = false,
+    /// The `contextvars.Context` the protocol's read-side callbacks run in:
+    /// a copy of the current context taken when reading starts or resumes,
+    /// as asyncio's `_add_reader` copies it into the reader `Handle`.
+    context: ?*Obj = null,
 
     fn pending(in: *const Inner) usize {
         return in.wbuf.items.len - in.wpos;
@@ -238,8 +242,30 @@ fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     // reference; keep it alive until this dispatch is over.
     py.incref(py.obj(t));
     defer py.decref(py.obj(t));
+    // Protocol callbacks see the context captured when reading started (a
+    // ContextVar set around create_server/create_connection is visible in
+    // data_received, as with asyncio's reader Handle).
+    const ctx = in.context orelse return dispatch(t, ev);
+    py.incref(ctx);
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
+    const result = dispatch(t, ev);
+    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
+    return result;
+}
+
+fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
+    const in = t.inner.?;
     if (ev.readable and in.w.interest.read) try readReady(t);
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
+}
+
+/// Takes a copy of the current context for the read side (see `Inner.context`).
+fn captureContext(in: *Inner) bool {
+    const ctx = c.PyContext_CopyCurrent() orelse return false;
+    py.xdecref(in.context);
+    in.context = ctx;
+    return true;
 }
 
 /// Reads land straight in the `bytes` handed to data_received (no
@@ -432,6 +458,7 @@ pub fn loopClosing(w: *core.IoWatcher) void {
 
 fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
+    if (!captureContext(in)) return null;
     in.started = true;
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
@@ -527,6 +554,7 @@ fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
     if (in.closing or !in.paused) return py.newref(py.none());
+    if (!captureContext(in)) return null;
     in.paused = false;
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
@@ -634,7 +662,8 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // leaves that to the first heap type with its own traverse).
     const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
     if (tp_rc != 0) return tp_rc;
-    inline for (.{ t.extra, t.loop, t.protocol }) |m| if (m) |o| {
+    const ctx: ?*Obj = if (t.inner) |in| in.context else null;
+    inline for (.{ t.extra, t.loop, t.protocol, ctx }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -645,6 +674,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     const t = py.cast(Transport, self.?);
     py.clear(&t.extra);
     py.clear(&t.protocol);
+    if (t.inner) |in| py.clear(&in.context);
     return 0;
 }
 
@@ -654,6 +684,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     if (t.inner) |in| {
         // An attached transport holds a reference to itself.
         std.debug.assert(!in.attached);
+        py.clear(&in.context);
         in.wbuf.deinit(gpa);
         gpa.destroy(in);
         t.inner = null;
