@@ -39,7 +39,8 @@ out = {}
 for name in sys.argv[2].split(","):
     try:
         loops.factory(name)
-        out[name] = {"version": loops.version(name)}
+        module = sys.modules[loops.LOOPS[name][0]]
+        out[name] = {"version": loops.version(name), "file": getattr(module, "__file__", "")}
     except loops.LoopMissing as exc:
         out[name] = {"missing": str(exc)}
 print(json.dumps({"python": sys.version.split()[0], "executable": sys.executable,
@@ -202,6 +203,7 @@ def machine_info(python_info):
         "python": python_info["python"],
         "python_executable": python_info["executable"],
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "pythonpath": os.environ.get("PYTHONPATH", ""),
     }
 
 

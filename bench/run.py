@@ -130,6 +130,15 @@ def run_micro(args, names, info):
     return {"rows": rows, "params": params}, md
 
 
+def describe(name, loop_info):
+    """'name version', plus where it came from when not an installed package."""
+    text = "%s %s" % (name, loop_info.get("version", "MISSING"))
+    path = loop_info.get("file", "")
+    if path and "site-packages" not in path and name != "asyncio":
+        text += " (from %s)" % os.path.dirname(path)
+    return text
+
+
 # --- driver ---------------------------------------------------------------
 
 def suite_runner(suite):
@@ -200,8 +209,7 @@ def main():
             header = "## %s — %s, Python %s, git %s\n\n" % (
                 suite, doc["machine"]["date"], info["python"], doc["machine"]["git"])
             header += common.missing_section(info, names)
-            header += "loops: %s\n\n" % ", ".join(
-                "%s %s" % (n, info["loops"][n].get("version", "MISSING")) for n in names)
+            header += "loops: %s\n\n" % ", ".join(describe(n, info["loops"][n]) for n in names)
             footer = "\nload average %.2f at start, %.2f at end; %.0f s.\n" % (
                 doc["machine"]["loadavg_start"][0], doc["machine"]["loadavg_end"][0],
                 doc["elapsed_s"])
