@@ -198,11 +198,19 @@ def main():
             if suite != "micro":
                 __import__({"echo": "echo", "http": "httpbench", "icount": "icount"}[suite]
                            ).check(args)
+        suite_failed = []
         for suite in suites:
             started = time.monotonic()
             doc = {"suite": suite, "machine": common.machine_info(info),
                    "loops": info["loops"], "baseline": args.baseline}
-            result, md = suite_runner(suite)(args, names, info)
+            try:
+                result, md = suite_runner(suite)(args, names, info)
+            except (OSError, RuntimeError, ValueError, KeyError) as exc:
+                # A broken suite must not cost the suites after it.
+                print("error: suite %s failed: %s: %s" % (suite, type(exc).__name__, exc),
+                      file=sys.stderr)
+                suite_failed.append(suite)
+                continue
             doc.update(result)
             doc["machine"]["loadavg_end"] = os.getloadavg()
             doc["elapsed_s"] = time.monotonic() - started
@@ -219,6 +227,11 @@ def main():
     except common.PreconditionError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2
+    except subprocess.CalledProcessError as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 2
+    if suite_failed:
+        return 1
     if missing and not args.allow_missing:
         print("exit 3: requested loop(s) not installed: %s (--allow-missing to accept)"
               % ", ".join(missing), file=sys.stderr)
