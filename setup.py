@@ -6,6 +6,9 @@ interpreter's own Python.h (translated by Zig's translate-c step).
 
 ZLOOP_OPTIMIZE picks the Zig build mode: ReleaseFast (default, what ships
 and what benchmarks use), ReleaseSafe or Debug (safety-checked, for tests).
+ZLOOP_CPU picks the target CPU (default: the build machine's own, `native`);
+a baseline such as `x86_64_v3` makes a portable build, and one valgrind can
+run (it cannot execute AVX-512).
 """
 
 import os
@@ -35,6 +38,7 @@ class ZigBuildExt(build_ext):
                 sys.executable, "-m", "ziglang", "build",
                 f"-Doptimize={mode}",
                 f"-Dpython-include={include}",
+                f"-Dcpu={os.environ.get('ZLOOP_CPU', 'native')}",
                 "--prefix", prefix,
                 "--cache-dir", os.path.join(root, ".zig-cache"),
             ]
