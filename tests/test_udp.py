@@ -475,3 +475,29 @@ def test_closing_the_loop_with_a_live_endpoint(loop_factory):
         del t
         gc.collect()
     assert _fds() == before
+
+
+_datagram_var = __import__("contextvars").ContextVar("datagram_var")
+
+
+def test_datagram_received_runs_in_the_endpoint_context(loop, run):
+    # As asyncio: datagram_received runs in a copy of the context current
+    # when the endpoint was created (its reader Handle's context).
+    class ContextRecorder(Recorder):
+        def datagram_received(self, data, addr):
+            self.events.append(("data", _datagram_var.get("MISSING")))
+            super().datagram_received(data, addr)
+
+    async def main():
+        _datagram_var.set("endpoint")
+        st, sp = await loop.create_datagram_endpoint(
+            ContextRecorder, local_addr=("127.0.0.1", 0))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"x", st.get_extra_info("sockname"))
+            await sp.wait(1)
+        st.close()
+        await sp.lost
+        return sp.events
+
+    assert run(main()) == ["made", ("data", "endpoint"), "lost"]
+    assert _datagram_var.get("outside") == "outside"

@@ -91,6 +91,10 @@ const Inner = struct {
     last_raw: linux.sockaddr.storage = undefined,
     last_len: u32 = 0,
     last_addr: ?*Obj = null,
+    /// The `contextvars.Context` datagram_received/error_received run in: a
+    /// copy of the current context taken when reading starts or resumes, as
+    /// asyncio's `_add_reader` copies it into the reader `Handle`.
+    context: ?*Obj = null,
 
     fn queued(in: *const Inner) usize {
         return in.queue.items.len - in.head;
@@ -495,8 +499,27 @@ fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     // reference; keep it alive until this dispatch is over.
     py.incref(py.obj(t));
     defer py.decref(py.obj(t));
+    const ctx = in.context orelse return dispatch(t, ev);
+    py.incref(ctx);
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) return reportPending(t);
+    const result = dispatch(t, ev);
+    if (c.PyContext_Exit(ctx) < 0) return reportPending(t);
+    return result;
+}
+
+fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
+    const in = t.inner.?;
     if (ev.readable and in.w.interest.read and in.conn_lost == 0) try readReady(t);
     if (ev.writable and in.attached and in.w.interest.write) try writeReady(t);
+}
+
+/// Takes a copy of the current context for the read side (see `Inner.context`).
+fn captureContext(in: *Inner) bool {
+    const ctx = c.PyContext_CopyCurrent() orelse return false;
+    py.xdecref(in.context);
+    in.context = ctx;
+    return true;
 }
 
 fn readReady(t: *Transport) core.RunError!void {
@@ -651,6 +674,7 @@ pub fn loopClosing(w: *core.IoWatcher) void {
 
 fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
+    if (!captureContext(in)) return null;
     in.started = true;
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
@@ -698,6 +722,7 @@ fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
     if (in.closing or !in.paused) return py.newref(py.none());
+    if (!captureContext(in)) return null;
     in.paused = false;
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
@@ -802,7 +827,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
-    if (t.inner) |in| if (in.address) |o| {
+    if (t.inner) |in| inline for (.{ in.address, in.context }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -813,6 +838,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     const t = py.cast(Transport, self.?);
     py.clear(&t.extra);
     py.clear(&t.protocol);
+    if (t.inner) |in| py.clear(&in.context);
     return 0;
 }
 
@@ -826,6 +852,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         in.queue.deinit(gpa);
         py.xdecref(in.address);
         py.xdecref(in.last_addr);
+        py.xdecref(in.context);
         gpa.destroy(in);
         t.inner = null;
     }
