@@ -23,7 +23,7 @@ from asyncio import coroutines, events, format_helpers, futures, tasks
 from . import _handles, _net, _udp, _unix
 from ._zloop import LoopCore, _install
 
-_install(_handles.handle_repr)
+_install(_handles.handle_repr, futures.Future, tasks.Task)
 
 logger = logging.getLogger("asyncio")
 
@@ -69,7 +69,6 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         self._default_executor = None
         self._executor_shutdown_called = False
         self._exception_handler = None
-        self._task_factory = None
         self._asyncgens = weakref.WeakSet()
         self._asyncgens_shutdown_called = False
         self._coroutine_origin_tracking_enabled = False
@@ -315,10 +314,10 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
 
     # ---------------------------------------------------- futures, tasks
 
-    def create_future(self):
-        return futures.Future(loop=self)
+    # create_future() and create_task() are native (LoopCore); debug mode
+    # comes back here so the task's source traceback is trimmed as asyncio's.
 
-    def create_task(self, coro, *, name=None, context=None):
+    def _create_task_debug(self, coro, *, name=None, context=None):
         self._check_closed()
         factory = self._task_factory
         if factory is None:

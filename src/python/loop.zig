@@ -26,6 +26,8 @@ pub const Loop = struct {
     slow_callback_duration_s: f64,
     tstate: ?*c.PyThreadState,
     weakreflist: ?*Obj,
+    /// `loop._task_factory` (None: asyncio.Task).
+    task_factory: ?*Obj,
 };
 
 comptime {
@@ -294,6 +296,85 @@ fn getDebug(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return py.boolean(py.cast(Loop, self.?).debug);
 }
 
+// ---------------------------------------------------------- futures, tasks
+
+/// `create_future()`: asyncio.Future(loop=self), called without a Python
+/// frame in between.
+fn createFuture(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const s = state.get();
+    const argv = [_]?*Obj{ null, self };
+    return c.PyObject_Vectorcall(s.future_type, @ptrCast(&argv[1]), 0 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_loop);
+}
+
+/// `create_task(coro, *, name=None, context=None)` as asyncio's: a task
+/// factory if one is set, else asyncio.Task. Debug mode takes the Python
+/// path, which trims the task's source traceback as asyncio does.
+fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    const s = state.get();
+    if (loop.debug) {
+        const slow = c.PyObject_GetAttr(self, s.str_create_task_debug) orelse return null;
+        defer py.decref(slow);
+        return c.PyObject_Vectorcall(slow, args, @intCast(nargs), kwnames);
+    }
+    if (nargs != 1) {
+        if (nargs < 1) return py.raise(c.PyExc_TypeError, "create_task() missing 1 required positional argument: 'coro'");
+        return py.raise(c.PyExc_TypeError, "create_task() takes 1 positional argument");
+    }
+    const coro = args[0].?;
+    var name: *Obj = py.none();
+    var context: *Obj = py.none();
+    if (kwnames) |names| {
+        const nkw = c.PyTuple_Size(names);
+        var i: py.Ssize = 0;
+        while (i < nkw) : (i += 1) {
+            const key = c.PyTuple_GetItem(names, i);
+            const value = args[@intCast(nargs + i)].?;
+            if (key == s.str_name or c.PyUnicode_Compare(key, s.str_name) == 0) {
+                name = value;
+            } else if (key == s.str_context or c.PyUnicode_Compare(key, s.str_context) == 0) {
+                context = value;
+            } else {
+                _ = c.PyErr_Format(c.PyExc_TypeError, "create_task() got an unexpected keyword argument '%U'", key);
+                return null;
+            }
+        }
+    }
+    if (!checkClosed(loop)) return null;
+    const factory = loop.task_factory orelse {
+        const argv = [_]?*Obj{ null, coro, self, name, context };
+        return c.PyObject_Vectorcall(s.task_type, @ptrCast(&argv[1]), 1 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_task);
+    };
+    const task = if (context == py.none()) blk: {
+        const argv = [_]?*Obj{ null, self, coro };
+        break :blk c.PyObject_Vectorcall(factory, @ptrCast(&argv[1]), 2 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, null);
+    } else blk: {
+        const argv = [_]?*Obj{ null, self, coro, context };
+        break :blk c.PyObject_Vectorcall(factory, @ptrCast(&argv[1]), 2 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_context);
+    };
+    const t = task orelse return null;
+    if (name != py.none()) {
+        const r = c.PyObject_CallMethodObjArgs(t, s.str_set_name, name, @as(?*Obj, null)) orelse {
+            py.decref(t);
+            return null;
+        };
+        py.decref(r);
+    }
+    return t;
+}
+
+fn getTaskFactory(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Loop, self.?).task_factory orelse py.none());
+}
+
+fn setTaskFactory(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const loop = py.cast(Loop, self.?);
+    const old = loop.task_factory;
+    loop.task_factory = if (value == null or value.? == py.none()) null else py.newref(value.?);
+    py.xdecref(old);
+    return 0;
+}
+
 // ------------------------------------------------------------- fd watchers
 
 fn onFdReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
@@ -526,6 +607,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.slow_callback_duration_s = 0.1;
     loop.tstate = null;
     loop.weakreflist = null;
+    loop.task_factory = null;
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
         py.decref(raw);
@@ -544,6 +626,10 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // A Python subclass (a heap type) is visited by CPython's
     // subtype_traverse before it calls this; visiting it again would skew
     // the collector's counts.
+    if (loop.task_factory) |f| {
+        const rc = visit.?(f, arg);
+        if (rc != 0) return rc;
+    }
     if (!loop.has_reactor) return 0;
     const q = &loop.reactor.ready;
     var i: usize = 0;
@@ -571,6 +657,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
 }
 
 fn clearGc(self: ?*Obj) callconv(.c) c_int {
+    py.clear(&py.cast(Loop, self.?).task_factory);
     drain(py.cast(Loop, self.?), false);
     return 0;
 }
@@ -580,6 +667,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     c.PyObject_GC_UnTrack(self);
     if (loop.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     drain(loop, true);
+    py.clear(&loop.task_factory);
     // subtype_dealloc drops the reference a heap subclass's instance holds
     // on its type; this static base must not drop it again.
     c.Py_TYPE(self).*.tp_free.?(self);
@@ -661,6 +749,8 @@ var methods = [_]c.PyMethodDef{
     py.methodFast("call_later", callLater, "Schedule callback(*args) after delay seconds."),
     py.methodFast("call_at", callAt, "Schedule callback(*args) at loop time `when`."),
     py.methodNoArgs("time", time, "The loop's monotonic clock, in seconds."),
+    py.methodNoArgs("create_future", createFuture, "A new asyncio.Future attached to this loop."),
+    py.methodFast("create_task", createTask, "Schedule a coroutine as a task (through the task factory if set)."),
     py.methodNoArgs("stop", stop, "Stop after the current pass."),
     py.methodNoArgs("is_closed", isClosed, "True once close() was called."),
     py.methodNoArgs("is_running", isRunning, "True while run_forever() runs."),
@@ -681,6 +771,7 @@ var methods = [_]c.PyMethodDef{
 
 var getsets = [_]c.PyGetSetDef{
     py.getset("_thread_id", getThreadId, setThreadId),
+    py.getset("_task_factory", getTaskFactory, setTaskFactory),
     py.getset("_debug", getDebugAttr, setDebugAttr),
     py.getset("_stopping", getStopping, setStopping),
     py.getset("_closed", getClosed, null),

@@ -11,13 +11,17 @@ const sockops = @import("sockops.zig");
 const core = @import("core");
 const datagram = @import("datagram.zig");
 
-/// `_install(handle_repr)`: the Python side hands over its cold-path
-/// helpers once, at import.
+/// `_install(handle_repr, Future, Task)`: the Python side hands over its
+/// cold-path helpers and asyncio's classes once, at import.
 fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (nargs != 1) return py.raise(c.PyExc_TypeError, "_install(handle_repr)");
+    if (nargs != 3) return py.raise(c.PyExc_TypeError, "_install(handle_repr, Future, Task)");
     const s = state.get();
     py.xdecref(s.handle_repr);
+    py.xdecref(s.future_type);
+    py.xdecref(s.task_type);
     s.handle_repr = py.newref(args[0].?);
+    s.future_type = py.newref(args[1].?);
+    s.task_type = py.newref(args[2].?);
     return py.newref(py.none());
 }
 

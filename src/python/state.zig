@@ -14,8 +14,20 @@ pub const State = struct {
     str_call_soon_threadsafe: *Obj,
     str_call_later: *Obj,
     str_call_at: *Obj,
+    str_name: *Obj,
+    str_loop: *Obj,
+    str_set_name: *Obj,
+    str_create_task_debug: *Obj,
+    /// ("loop",) and ("loop", "name", "context"): keyword names for
+    /// vectorcalls of asyncio.Future and asyncio.Task.
+    kw_loop: *Obj,
+    kw_task: *Obj,
+    kw_context: *Obj,
     /// zloop._handles.handle_repr, installed by `_zloop._install`.
     handle_repr: ?*Obj = null,
+    /// asyncio.Future and asyncio.Task (the C-accelerated classes).
+    future_type: ?*Obj = null,
+    task_type: ?*Obj = null,
 };
 
 var instance: State = undefined;
@@ -31,7 +43,17 @@ pub fn init() void {
         .str_call_soon_threadsafe = py.intern("call_soon_threadsafe"),
         .str_call_later = py.intern("call_later"),
         .str_call_at = py.intern("call_at"),
+        .str_name = py.intern("name"),
+        .str_loop = py.intern("loop"),
+        .str_set_name = py.intern("set_name"),
+        .str_create_task_debug = py.intern("_create_task_debug"),
+        .kw_loop = undefined,
+        .kw_task = undefined,
+        .kw_context = undefined,
     };
+    instance.kw_loop = py.c.Py_BuildValue("(O)", instance.str_loop) orelse @panic("out of memory");
+    instance.kw_task = py.c.Py_BuildValue("(OOO)", instance.str_loop, instance.str_name, instance.str_context) orelse @panic("out of memory");
+    instance.kw_context = py.c.Py_BuildValue("(O)", instance.str_context) orelse @panic("out of memory");
 }
 
 pub inline fn get() *State {
