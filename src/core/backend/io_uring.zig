@@ -81,9 +81,6 @@ pub const Backend = struct {
     /// IOSQE_CQE_SKIP_SUCCESS is known (5.17+): successful control
     /// requests post nothing.
     skip_success: bool,
-    /// IORING_SETUP_TASKRUN_FLAG is on: the kernel flags pending task work
-    /// in the SQ ring, so a non-blocking poll can skip the syscall.
-    taskrun_flag: bool,
     cqes: [max_events]linux.io_uring_cqe = undefined,
 
     const max_events = 256;
@@ -94,30 +91,22 @@ pub const Backend = struct {
     const required_features = linux.IORING_FEAT_EXT_ARG | linux.IORING_FEAT_NODROP;
 
     pub fn init() InitError!Backend {
-        // COOP_TASKRUN: completions wait for our next enter instead of
-        // interrupting Python code with an IPI (5.19+; retried without).
-        const coop = linux.IORING_SETUP_COOP_TASKRUN | linux.IORING_SETUP_TASKRUN_FLAG;
-        var flags: u32 = coop;
-        var ring = IoUring.init(ring_entries, flags) catch |err| retry: {
-            if (err != error.ArgumentsInvalid) return mapInitError(err);
-            flags = 0;
-            break :retry IoUring.init(ring_entries, flags) catch |e| return mapInitError(e);
+        // Not COOP_TASKRUN: a poll's completion runs as task work of the
+        // thread that armed it, and COOP_TASKRUN drops the kick that runs it
+        // promptly. A loop may move to another thread while the first one
+        // sleeps (the last test covers that; it passes on 6.18 either way),
+        // and the syscall-free non-blocking pass relies on prompt posting.
+        var ring = IoUring.init(ring_entries, 0) catch |err| return switch (err) {
+            error.ProcessFdQuotaExceeded, error.SystemFdQuotaExceeded => error.NoMemory,
+            error.SystemResources => error.NoMemory,
+            // No io_uring (old kernel, io_uring_disabled sysctl, seccomp).
+            else => error.Unsupported,
         };
         errdefer ring.deinit();
         if (ring.features & required_features != required_features) return error.Unsupported;
         return .{
             .ring = ring,
             .skip_success = ring.features & linux.IORING_FEAT_CQE_SKIP != 0,
-            .taskrun_flag = flags != 0,
-        };
-    }
-
-    fn mapInitError(err: anyerror) InitError {
-        return switch (err) {
-            error.ProcessFdQuotaExceeded, error.SystemFdQuotaExceeded => error.NoMemory,
-            error.SystemResources => error.NoMemory,
-            // No io_uring (old kernel, io_uring_disabled sysctl, seccomp).
-            else => error.Unsupported,
         };
     }
 
@@ -220,12 +209,14 @@ pub const Backend = struct {
         }
     }
 
-    /// Whether the kernel may hold completions we cannot see yet (task
-    /// work not run, or CQEs overflowed out of the ring).
+    /// Whether the kernel holds completions the ring does not show: only
+    /// after a CQ overflow. Completions are otherwise posted by task work
+    /// that the kernel runs as soon as this thread leaves a syscall or is
+    /// kicked, so a non-blocking pass with nothing to submit reads the ring
+    /// and makes no syscall (epoll pays an epoll_wait(0) there).
     fn kernelHasWork(b: *Backend) bool {
-        if (!b.taskrun_flag) return true;
         const sq_flags = @atomicLoad(u32, b.ring.sq.flags, .acquire);
-        return sq_flags & (linux.IORING_SQ_TASKRUN | linux.IORING_SQ_CQ_OVERFLOW) != 0;
+        return sq_flags & linux.IORING_SQ_CQ_OVERFLOW != 0;
     }
 
     /// Turns one completion into an event, or null (stale, control, error).
@@ -506,4 +497,25 @@ test "io_uring: removing interest lets a closed socket really close" {
     // The peer sees end-of-file at once: the armed poll held no file.
     var buf: [1]u8 = undefined;
     try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
+}
+
+test "io_uring: a poll armed by one thread completes while that thread sleeps" {
+    var b = try testBackend();
+    defer b.deinit();
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    try b.setInterest(fd, .{}, .{ .read = true });
+    var out: [8]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out)); // armed by this thread
+    const Other = struct {
+        fn run(backend: *Backend, events: []api.Event, got: *usize, efd: sys.fd_t) void {
+            const writer = std.Thread.spawn(.{}, signal, .{efd}) catch return;
+            got.* = backend.poll(2000, events) catch 0;
+            writer.join();
+        }
+    };
+    var got: usize = 0;
+    const t = try std.Thread.spawn(.{}, Other.run, .{ &b, out[0..], &got, fd });
+    t.join(); // sleeps in the kernel while the other thread waits on the ring
+    try std.testing.expectEqual(@as(usize, 1), got);
 }
