@@ -51,7 +51,8 @@ def count(args, name, n):
         if "unhandled instruction bytes: 0x62" in proc.stderr:
             # 0x62 starts an EVEX (AVX-512) instruction, which valgrind cannot run.
             hint = ("%s was compiled with AVX-512 (a native-CPU build); valgrind cannot "
-                    "run that: rebuild it for a baseline CPU (zig -Dcpu=x86_64_v3). "
+                    "run that: `python3 bench/run.py setup --with-zloop --zloop-cpu "
+                    "x86_64_v3`, then icount --python .venv-bench/pyX.Y-x86_64_v3/bin/python. "
                     % name)
         raise RuntimeError("%scallgrind run failed (%d): %s"
                            % (hint, proc.returncode, proc.stderr.strip()[-800:]))

@@ -1,6 +1,7 @@
 """zloop benchmark suite: one entry point for every benchmark.
 
     python bench/run.py setup  [--python /root/.pyenv/versions/3.12.1/bin/python] [--with-zloop]
+                               [--zloop-cpu x86_64_v3]
     python bench/run.py micro|echo|http|icount|all [--loops asyncio,uvloop,rloop,zloop]
                         [--python PATH] [--rounds N] [--quick] [--baseline uvloop]
 
@@ -51,7 +52,11 @@ def cmd_setup(args):
         [base, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
-    venv = os.path.join(common.REPO_DIR, ".venv-bench", "py" + ver)
+    # A zloop built for another CPU gets a venv of its own, so that the native
+    # build used for wall-clock runs stays in place (icount needs x86_64_v3:
+    # valgrind cannot execute AVX-512).
+    suffix = "-" + args.zloop_cpu if args.zloop_cpu else ""
+    venv = os.path.join(common.REPO_DIR, ".venv-bench", "py" + ver + suffix)
     vpy = os.path.join(venv, "bin", "python")
     if not os.path.exists(vpy):
         subprocess.run([base, "-m", "venv", venv], check=True)
@@ -59,6 +64,8 @@ def cmd_setup(args):
     subprocess.run([vpy, "-m", "pip", "install", "-q", "-r", req], check=True)
     if args.with_zloop:
         env = dict(os.environ, ZLOOP_OPTIMIZE=os.environ.get("ZLOOP_OPTIMIZE", "ReleaseFast"))
+        if args.zloop_cpu:
+            env["ZLOOP_CPU"] = args.zloop_cpu
         subprocess.run(
             [vpy, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", common.REPO_DIR],
             check=True, env=env,
@@ -191,6 +198,9 @@ def main():
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",
                         help="setup: also pip install this checkout (ReleaseFast)")
+    parser.add_argument("--zloop-cpu",
+                        help="setup: build zloop for this CPU (e.g. x86_64_v3, for icount) "
+                             "into .venv-bench/pyX.Y-CPU")
     args = parser.parse_args()
 
     try:
