@@ -399,3 +399,22 @@ def test_writer_removed_by_a_reader_in_the_same_pass_does_not_run(loop, pair):
     assert ran.count("writer") <= 1
     if ran[0] == "reader":
         assert ran == ["reader"]
+
+
+@pytest.mark.parametrize("method", ["reader", "writer"])
+def test_remove_by_a_closed_socket_object(loop, method):
+    # anyio closes a socket, then calls remove_reader(sock): the socket's
+    # fileno() is -1 by then. asyncio's selector finds the watcher by the
+    # object itself; a closed socket not watched (any more) and an int -1
+    # are refused with ValueError.
+    add = getattr(loop, f"add_{method}")
+    remove = getattr(loop, f"remove_{method}")
+    a, b = socket.socketpair()
+    add(a, lambda: None)
+    a.close()
+    assert remove(a) is True
+    b.close()
+    for closed in (a, b, -1):
+        with pytest.raises(ValueError, match="Invalid file descriptor"):
+            remove(closed)
+

@@ -46,6 +46,30 @@ def _fileobj_to_fd(fileobj):
     return fd
 
 
+def _remember_fileobj(fileobjs, fd, fileobj):
+    """Note which object a watched fd came from (ints need no note)."""
+    if isinstance(fileobj, int):
+        fileobjs.pop(fd, None)
+    else:
+        fileobjs[fd] = fileobj
+
+
+def _registered_fd(fileobjs, fileobj):
+    """The fd to stop watching for ``fileobj``. A closed socket's fileno() is
+    -1: as asyncio's selector (which then searches its keys for the object
+    itself), find the fd it was added with; one not watched is refused."""
+    if not isinstance(fileobj, int):
+        try:
+            fd = int(fileobj.fileno())
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"Invalid file object: {fileobj!r}") from None
+        if fd < 0:
+            for known_fd, known in fileobjs.items():
+                if known is fileobj:
+                    return known_fd
+    return _fileobj_to_fd(fileobj)
+
+
 def _stop_when_done(fut):
     # run_until_complete's done-callback: stop the loop the future belongs to
     # unless the future was cancelled by a KeyboardInterrupt-style exit.
@@ -76,6 +100,11 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         self._signal_handlers = {}
         self._signal_rsock = None
         self._signal_wsock = None
+        # fd -> the object (not an int) that add_reader/add_writer was given,
+        # so that remove_reader(obj) still works once obj is closed and its
+        # fileno() is -1, as asyncio's selector finds the key by the object.
+        self._reader_fileobjs = {}
+        self._writer_fileobjs = {}
         self.set_debug(coroutines._is_debug_mode())
 
     def __repr__(self):
@@ -176,6 +205,8 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         self._close_signal_pipe()
         self._close_children()
         self._close_native()
+        self._reader_fileobjs.clear()
+        self._writer_fileobjs.clear()
         self._executor_shutdown_called = True
         executor = self._default_executor
         if executor is not None:
@@ -465,23 +496,31 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         self._check_closed()
         if self.get_debug():
             self._check_callback(callback, "add_reader")
-        self._add_reader(_fileobj_to_fd(fd), callback, *args)
+        fileno = _fileobj_to_fd(fd)
+        self._add_reader(fileno, callback, *args)
+        _remember_fileobj(self._reader_fileobjs, fileno, fd)
 
     def remove_reader(self, fd):
         if self.is_closed():
             return False
-        return self._remove_reader(_fileobj_to_fd(fd))
+        fileno = _registered_fd(self._reader_fileobjs, fd)
+        self._reader_fileobjs.pop(fileno, None)
+        return self._remove_reader(fileno)
 
     def add_writer(self, fd, callback, *args):
         self._check_closed()
         if self.get_debug():
             self._check_callback(callback, "add_writer")
-        self._add_writer(_fileobj_to_fd(fd), callback, *args)
+        fileno = _fileobj_to_fd(fd)
+        self._add_writer(fileno, callback, *args)
+        _remember_fileobj(self._writer_fileobjs, fileno, fd)
 
     def remove_writer(self, fd):
         if self.is_closed():
             return False
-        return self._remove_writer(_fileobj_to_fd(fd))
+        fileno = _registered_fd(self._writer_fileobjs, fd)
+        self._writer_fileobjs.pop(fileno, None)
+        return self._remove_writer(fileno)
 
     # ---------------------------------------------------------- signals
 
