@@ -167,6 +167,28 @@ def test_sock_connect_refused(loop):
     assert loop.run_until_complete(main()) == errno.ECONNREFUSED
 
 
+def test_sock_connect_error_is_not_kept_alive_by_its_future(loop):
+    # anyio's test_happy_eyeballs_refcycles: once sock_connect has raised,
+    # nothing but the caller refers to the exception (no frame -> future ->
+    # exception cycle left for the garbage collector).
+    import gc
+
+    port = unused_tcp_port()
+    caught = []
+
+    async def main():
+        with _nonblocking(socket.socket()) as client:
+            try:
+                # Not through wait_for: its frames would hide the cycle.
+                await loop.sock_connect(client, (HOST, port))
+            except ConnectionRefusedError as e:
+                caught.append(e)
+
+    loop.run_until_complete(main())
+    exc = caught.pop()
+    assert [r for r in gc.get_referrers(exc) if isinstance(r, asyncio.Future)] == []
+
+
 @pytest.mark.parametrize(
     "method", ["sock_recv", "sock_recv_into", "sock_sendall", "sock_connect", "sock_accept"]
 )

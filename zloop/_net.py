@@ -513,6 +513,11 @@ class NetMixin(_tls.TLSMixin):
             fut.set_exception(exc)
         else:
             fut.set_result(None)
+        finally:
+            # exc's traceback holds this frame: without this, frame -> fut ->
+            # exc -> traceback is a cycle that outlives the call (as asyncio's
+            # _sock_connect_cb since CPython gh-124859).
+            fut = None
 
     async def sock_accept(self, sock):
         return await self._sock_io(sock, True, self._accept_nonblocking, sock)
