@@ -32,7 +32,17 @@ UVLOOP_PIN = "uvloop==0.23.0"
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Everything after "--" goes to pytest. argparse alone cannot do that
+    # here: once an option follows SUITE, the optional positional list has
+    # already matched empty, and "-- -k x" would be refused.
+    extra: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
+    if extra:
+        args.pytest_args = [*getattr(args, "pytest_args", []), *extra]
     try:
         return int(args.func(args) or 0)
     except (SuiteError, subprocess.CalledProcessError, FileNotFoundError) as exc:
@@ -243,6 +253,20 @@ def _env_with_zloop(*extra: str) -> dict[str, str]:
     return env
 
 
+def _default_interrupt_signals() -> None:
+    """In the pytest child, before exec: SIGINT, SIGQUIT and SIGHUP back to
+    their defaults. A non-interactive shell starts background jobs (`cmd &`,
+    CI steps) with SIGINT and SIGQUIT ignored, nohup ignores SIGHUP, and an
+    ignored disposition survives exec: a Python started with SIGINT ignored
+    never raises KeyboardInterrupt, and a child sent SIGHUP does not die.
+    The suites' tests that signal a child process (uvloop's test_signals and
+    test_send_signal, on every loop alike) would hang instead of testing
+    anything. Safe: the child leads its own session, which no terminal's
+    hang-up reaches."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
                 out_path: Path, args: argparse.Namespace) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +282,8 @@ def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
     print("compat: $ " + " ".join(command), flush=True)
     started = time.monotonic()
     # Its own process group, so that a run past the wall limit is ended whole.
-    proc = subprocess.Popen(command, cwd=run_root, env=env, start_new_session=True)
+    proc = subprocess.Popen(command, cwd=run_root, env=env, start_new_session=True,
+                            preexec_fn=_default_interrupt_signals)
     try:
         rc = proc.wait(timeout=suite.wall_limit_s)
     except subprocess.TimeoutExpired:
