@@ -167,6 +167,44 @@ def test_sock_connect_refused(loop):
     assert loop.run_until_complete(main()) == errno.ECONNREFUSED
 
 
+@pytest.mark.parametrize("method", ["sock_recv", "sock_recv_into"])
+def test_cancelled_recv_does_not_remove_the_next_recvs_watcher(loop, pair, method):
+    # uvloop's test_sock_cancel_add_reader_race: a cancelled sock_recv's
+    # clean-up runs a pass later, after a new sock_recv on the same socket has
+    # put its own watcher in place; that watcher must survive, or the new
+    # call never wakes.
+    a, b = pair
+
+    def recv():
+        if method == "sock_recv":
+            return getattr(loop, method)(a, 1)
+        buf = bytearray(1)
+
+        async def into():
+            n = await loop.sock_recv_into(a, buf)
+            return bytes(buf[:n])
+
+        return into()
+
+    async def send_later():
+        await yield_passes(3)
+        b.send(b"1")
+
+    async def main():
+        first = asyncio.ensure_future(recv())
+        await yield_passes(2)
+        first.cancel()
+        sender = asyncio.ensure_future(send_later())
+        # Awaited in this step, so the new watcher is in place before the
+        # cancelled call's clean-up runs.
+        async with asyncio.timeout(5):
+            data = await recv()
+        await sender
+        return data
+
+    assert loop.run_until_complete(main()) == b"1"
+
+
 def test_sock_connect_error_is_not_kept_alive_by_its_future(loop):
     # anyio's test_happy_eyeballs_refcycles: once sock_connect has raised,
     # nothing but the caller refers to the exception (no frame -> future ->

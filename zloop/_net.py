@@ -388,14 +388,17 @@ class NetMixin(_tls.TLSMixin):
         """Run callback(fut, *args) on each readiness of fd until fut is
         done; the watcher goes away with the future (done or cancelled)."""
         if read:
-            self._add_reader(fd, callback, fut, *args)
-            fut.add_done_callback(functools.partial(self._sock_done, fd, True))
+            handle = self._add_reader(fd, callback, fut, *args)
         else:
-            self._add_writer(fd, callback, fut, *args)
-            fut.add_done_callback(functools.partial(self._sock_done, fd, False))
+            handle = self._add_writer(fd, callback, fut, *args)
+        fut.add_done_callback(functools.partial(self._sock_done, fd, read, handle))
 
-    def _sock_done(self, fd, read, fut):
-        if self.is_closed():
+    def _sock_done(self, fd, read, handle, fut):
+        # Runs a pass after fut is done: by then another sock_* call on the
+        # same fd may have put its own watcher in place, which cancelled this
+        # one's handle. Leave that one alone (asyncio's _sock_read_done does
+        # the same since bpo-30064).
+        if self.is_closed() or handle.cancelled():
             return
         if read:
             self._remove_reader(fd)
