@@ -501,3 +501,21 @@ def test_datagram_received_runs_in_the_endpoint_context(loop, run):
 
     assert run(main()) == ["made", ("data", "endpoint"), "lost"]
     assert _datagram_var.get("outside") == "outside"
+
+
+def test_datagram_from_an_unnamed_socket_has_address_none(loop, run):
+    # The other end of a socketpair has no address: asyncio hands
+    # datagram_received None (CPython's makesockaddr of an empty address).
+    # zloop used to fail on it and close the transport silently.
+    async def main():
+        s1, s2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM, 0)
+        with s1, s2:
+            tr, pr = await loop.create_datagram_endpoint(Recorder, sock=s1)
+            s2.send(b"hello, socketpair")
+            await pr.wait(1)
+            closing = tr.is_closing()
+            tr.close()
+            await pr.lost
+        return pr.datagrams, closing
+
+    assert run(main()) == ([(b"hello, socketpair", None)], False)

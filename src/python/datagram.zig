@@ -318,6 +318,10 @@ fn parseUnix(addr: *Obj, out: *SockAddr) bool {
 
 /// The sender's address as the socket module returns it.
 fn addressObject(raw: *const linux.sockaddr.storage, len: u32) ?*Obj {
+    // No address at all: the sender is an unnamed socket (the other end of
+    // a socketpair). CPython's makesockaddr gives None then, and so does
+    // asyncio's datagram_received.
+    if (len == 0) return py.newref(py.none());
     switch (raw.family) {
         linux.AF.INET => {
             const sa: *const linux.sockaddr.in = @ptrCast(raw);
