@@ -806,3 +806,36 @@ def test_client_read_callbacks_see_the_connecting_context(loop):
         return proto.seen
 
     assert loop.run_until_complete(main()) == [("data", "client-side")]
+
+
+class _FakeTransport:
+    """Just enough of a transport for loop.sendfile()'s up-front checks."""
+
+    def __init__(self, mode=None):
+        if mode is not None:
+            self._sendfile_compatible = mode
+
+    def is_closing(self):
+        return False
+
+
+def test_loop_sendfile_follows_the_transports_sendfile_mode(loop):
+    # As asyncio: a transport without _sendfile_compatible is refused, and
+    # fallback=False refuses one that can only take the chunked path.
+    from asyncio import constants
+
+    async def main():
+        errors = []
+        for transport, fallback in [
+            (_FakeTransport(), True),
+            (_FakeTransport(constants._SendfileMode.FALLBACK), False),
+        ]:
+            with pytest.raises(RuntimeError) as info:
+                await loop.sendfile(transport, None, fallback=fallback)
+            errors.append(str(info.value).split(" for transport")[0])
+        return errors
+
+    assert loop.run_until_complete(main()) == [
+        "sendfile is not supported",
+        "fallback is disabled and native sendfile is not supported",
+    ]

@@ -298,3 +298,31 @@ def test_tls_connections_leave_no_descriptors(loop, server_ctx, client_ctx):
     before = open_fds()
     loop.run_until_complete(main())
     assert open_fds() - before == set()
+
+
+def test_loop_sendfile_over_tls(loop, server_ctx, client_ctx, tmp_path):
+    # asyncio's TLS transport declares _sendfile_compatible = FALLBACK:
+    # loop.sendfile() takes the chunked path over it (it used to refuse it
+    # on zloop as "not supported").
+    data = payload(100_000)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+
+    async def main():
+        server, addr, served = await _tls_server(loop, server_ctx, RecordingProtocol)
+        tr, _ = await loop.create_connection(
+            lambda: RecordingProtocol(loop), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        with open(path, "rb") as f:
+            sent = await wait_for(loop.sendfile(tr, f))
+        while not served:
+            await asyncio.sleep(0)
+        got = await wait_for(served[0].received(len(data)))
+        tr.close()
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        return sent, got
+
+    sent, got = loop.run_until_complete(main())
+    assert sent == len(data)
+    assert got == data

@@ -20,7 +20,7 @@ import stat
 import sys
 import warnings
 import weakref
-from asyncio import base_events, futures, protocols, trsock
+from asyncio import base_events, constants, futures, protocols, trsock
 
 from . import _tls
 from ._zloop import (
@@ -67,6 +67,8 @@ class _SocketTransport(SocketTransportCore):
     """
 
     _start_tls_compatible = True
+    # loop.sendfile() takes the chunked path (there is no native one yet).
+    _sendfile_compatible = constants._SendfileMode.FALLBACK
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         super().__init__(extra)
@@ -550,10 +552,15 @@ class NetMixin(_tls.TLSMixin):
 
     async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
         """Send a file over a transport: chunks read in the executor and
-        written with write flow control (zloop has no native path yet)."""
+        written with write flow control (zloop has no native path yet).
+
+        As asyncio, the transport's ``_sendfile_compatible`` says whether it
+        can take part: zloop's socket transports and asyncio's TLS transport
+        say FALLBACK (the chunked path), a transport without it cannot."""
         if transport.is_closing():
             raise RuntimeError("Transport is closing")
-        if not isinstance(transport, _SocketTransport):
+        mode = getattr(transport, "_sendfile_compatible", constants._SendfileMode.UNSUPPORTED)
+        if mode is constants._SendfileMode.UNSUPPORTED:
             raise RuntimeError(f"sendfile is not supported for transport {transport!r}")
         if not fallback:
             raise RuntimeError(
