@@ -519,3 +519,17 @@ def test_datagram_from_an_unnamed_socket_has_address_none(loop, run):
         return pr.datagrams, closing
 
     assert run(main()) == ([(b"hello, socketpair", None)], False)
+
+
+def test_datagram_transport_is_an_asyncio_transport(loop, run):
+    # asyncio's datagram transport derives from asyncio.Transport (through
+    # _SelectorTransport) on every supported Python; CPython's test_events
+    # asserts it.
+    async def main():
+        tr, pr = await loop.create_datagram_endpoint(Recorder, local_addr=("127.0.0.1", 0))
+        kinds = (isinstance(tr, asyncio.Transport), isinstance(tr, asyncio.BaseTransport))
+        tr.close()
+        await pr.lost
+        return kinds
+
+    assert run(main()) == (True, True)

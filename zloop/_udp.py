@@ -14,7 +14,7 @@ import socket
 import stat
 import sys
 import warnings
-from asyncio import base_events, futures, trsock
+from asyncio import base_events, futures, transports, trsock
 
 from ._zloop import DatagramTransportCore
 
@@ -26,12 +26,14 @@ _HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 _SOCK_KIND = "A datagram socket" if sys.version_info >= (3, 13) else "A UDP Socket"
 
 
-class _DatagramTransport(DatagramTransportCore):
+class _DatagramTransport(DatagramTransportCore, transports.Transport):
     """A datagram transport over a non-blocking socket.
 
     ``DatagramTransportCore`` derives from ``asyncio.DatagramTransport``;
     this class adds an instance ``__dict__`` and weak references, as
-    asyncio's transports have.
+    asyncio's transports have, and ``asyncio.Transport`` as a base: asyncio's
+    datagram transport is one too (through ``_SelectorTransport``), and
+    CPython's test_events asserts it.
     """
 
     max_size = 256 * 1024
