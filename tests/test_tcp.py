@@ -839,3 +839,22 @@ def test_loop_sendfile_follows_the_transports_sendfile_mode(loop):
         "sendfile is not supported",
         "fallback is disabled and native sendfile is not supported",
     ]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="Server._attach() takes the transport from 3.13 on")
+def test_bare_server_attach_holds_wait_closed(loop):
+    # CPython 3.12's test_server (TestServer2) holds a server open with the
+    # private, then argument-less Server._attach() and releases it with
+    # _detach(): wait_closed() returns only after both close() and _detach().
+    async def main():
+        server = await loop.create_server(asyncio.Protocol, HOST, 0)
+        server._attach()
+        waiter = asyncio.ensure_future(server.wait_closed())
+        server.close()
+        await yield_passes(3)
+        held = not waiter.done()
+        server._detach()
+        await wait_for(waiter)
+        return held
+
+    assert loop.run_until_complete(main()) is True

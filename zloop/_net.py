@@ -270,14 +270,19 @@ class Server(asyncio.AbstractServer):
     def __repr__(self):
         return f"<{self.__class__.__name__} sockets={self.sockets!r}>"
 
-    def _attach(self, transport):
+    # The transport is optional: asyncio's Server took none before 3.13,
+    # and code written against 3.12 (CPython's own test_server) calls
+    # _attach()/_detach() bare to hold the server open.
+    def _attach(self, transport=None):
         assert self._sockets is not None
         self._active_count += 1
-        self._clients.add(transport)
+        if transport is not None:
+            self._clients.add(transport)
 
-    def _detach(self, transport):
+    def _detach(self, transport=None):
         self._active_count -= 1
-        self._clients.discard(transport)
+        if transport is not None:
+            self._clients.discard(transport)
         if self._active_count == 0 and self._sockets is None:
             self._wakeup()
 
