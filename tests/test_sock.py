@@ -205,6 +205,28 @@ def test_cancelled_recv_does_not_remove_the_next_recvs_watcher(loop, pair, metho
     assert loop.run_until_complete(main()) == b"1"
 
 
+def test_sock_sendto_retries_through_the_sockets_current_method(loop):
+    # test_asyncio's test_sendto_blocking: the first sendto() would block,
+    # and the retry must call the socket's sendto as it is by then (asyncio
+    # looks it up at each attempt), not the one bound at the first.
+    from unittest import mock
+
+    async def main():
+        with _nonblocking(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as rx, \
+                _nonblocking(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as tx:
+            rx.bind((HOST, 0))
+            fake = mock.Mock(tx)
+            fake.gettimeout = tx.gettimeout
+            fake.fileno = tx.fileno
+            fake.sendto.configure_mock(side_effect=BlockingIOError)
+            loop.call_soon(setattr, fake, "sendto", tx.sendto)
+            await wait_for(loop.sock_sendto(fake, b"x" * 64, rx.getsockname()))
+            data, _ = await wait_for(loop.sock_recvfrom(rx, 100))
+            return data
+
+    assert loop.run_until_complete(main()) == b"x" * 64
+
+
 def test_sock_connect_error_is_not_kept_alive_by_its_future(loop):
     # anyio's test_happy_eyeballs_refcycles: once sock_connect has raised,
     # nothing but the caller refers to the exception (no frame -> future ->

@@ -14,6 +14,7 @@ import collections.abc
 import errno
 import functools
 import logging
+import operator
 import os
 import socket
 import stat
@@ -467,16 +468,21 @@ class NetMixin(_tls.TLSMixin):
         self._wait_fd(fut, fd, True, _sock_recv_into_ready, fd, buf)
         return await fut
 
+    # The method is looked up on the socket at each attempt, as asyncio's
+    # retry callbacks do (a socket object whose method is swapped between
+    # attempts, as a test's mock, gets the new one).
+
     async def sock_recvfrom(self, sock, bufsize):
-        return await self._sock_io(sock, True, sock.recvfrom, bufsize)
+        return await self._sock_io(sock, True, operator.methodcaller("recvfrom", bufsize), sock)
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         if not nbytes:
             nbytes = len(buf)
-        return await self._sock_io(sock, True, sock.recvfrom_into, buf, nbytes)
+        op = operator.methodcaller("recvfrom_into", buf, nbytes)
+        return await self._sock_io(sock, True, op, sock)
 
     async def sock_sendto(self, sock, data, address):
-        return await self._sock_io(sock, False, sock.sendto, data, address)
+        return await self._sock_io(sock, False, operator.methodcaller("sendto", data, address), sock)
 
     async def sock_sendall(self, sock, data):
         self._check_sock(sock)
