@@ -27,6 +27,7 @@ from . import _tls
 from ._zloop import (
     SocketTransportCore,
     _sock_recv_into_ready,
+    _sock_recv_now,
     _sock_recv_ready,
     _sock_sendall_ready,
 )
@@ -49,10 +50,14 @@ def _set_nodelay(sock):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def _check_ssl_socket(sock):
-    import ssl as _ssl
+try:
+    from ssl import SSLSocket as _SSLSocket
+except ImportError:  # pragma: no cover - CPython built without OpenSSL
+    _SSLSocket = ()
 
-    if isinstance(sock, _ssl.SSLSocket):
+
+def _check_ssl_socket(sock):
+    if isinstance(sock, _SSLSocket):
         raise TypeError("Socket cannot be of type SSLSocket")
 
 
@@ -448,12 +453,11 @@ class NetMixin(_tls.TLSMixin):
 
     async def sock_recv(self, sock, n):
         self._check_sock(sock)
-        try:
-            return sock.recv(n)
-        except (BlockingIOError, InterruptedError):
-            pass
-        fut = self.create_future()
         fd = sock.fileno()
+        data = _sock_recv_now(fd, n)
+        if data is not None:
+            return data
+        fut = self.create_future()
         self._wait_fd(fut, fd, True, _sock_recv_ready, fd, n)
         return await fut
 

@@ -87,6 +87,35 @@ fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callcon
     return resolve(fut, data.?);
 }
 
+/// `_sock_recv_now(fd, n)`: the first, optimistic recv of `sock_recv`,
+/// without a future: the bytes, or None when the socket would block (no
+/// BlockingIOError raised and caught on the way), or the OSError raised.
+fn recvNow(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!checkArgs(nargs, 2, "_sock_recv_now")) return null;
+    const fd = parseFd(args[0]) orelse return null;
+    const n = c.PyLong_AsSsize_t(args[1]);
+    if (n < 0) {
+        if (c.PyErr_Occurred() != null) return null;
+        return py.raise(c.PyExc_ValueError, "negative buffersize in recv");
+    }
+    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, n) orelse return null;
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
+    const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .AGAIN, .INTR => {
+            py.decref(data.?);
+            return py.newref(py.none());
+        },
+        else => |e| {
+            py.decref(data.?);
+            return py.raiseErrno(@intFromEnum(e));
+        },
+    }
+    if (rc != @as(usize, @intCast(n)) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
+    return data;
+}
+
 /// `_sock_recv_into_ready(fut, fd, buf)`.
 fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 3, "_sock_recv_into_ready")) return null;
@@ -140,6 +169,7 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
 
 var functions = [_]c.PyMethodDef{
     py.methodFast("_sock_recv_ready", recvReady, null),
+    py.methodFast("_sock_recv_now", recvNow, null),
     py.methodFast("_sock_recv_into_ready", recvIntoReady, null),
     py.methodFast("_sock_sendall_ready", sendallReady, null),
     py.sentinel_method,
