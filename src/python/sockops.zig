@@ -58,16 +58,21 @@ fn checkArgs(nargs: py.Ssize, want: py.Ssize, comptime name: [:0]const u8) bool 
     return false;
 }
 
-/// `_sock_recv_ready(fut, fd, n)`.
-fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
-    const fut = args[0].?;
-    if (futureDone(fut) orelse return null) return py.newref(py.none());
-    const fd = parseFd(args[1]) orelse return null;
-    const n = c.PyLong_AsSsize_t(args[2]);
+/// What one non-blocking recv(fd, n) gave.
+const Received = union(enum) {
+    data: *Obj,
+    would_block,
+    failed: u16,
+};
+
+/// recv() straight into a fresh `bytes` of `n`, shrunk in place to what
+/// arrived. Null with the Python error set on a bad argument or no memory.
+fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
+    const fd = parseFd(fd_obj) orelse return null;
+    const n = c.PyLong_AsSsize_t(n_obj);
     if (n < 0) {
-        if (c.PyErr_Occurred() != null) return null;
-        return py.raise(c.PyExc_ValueError, "negative buffersize in recv");
+        if (c.PyErr_Occurred() == null) c.PyErr_SetString(c.PyExc_ValueError, "negative buffersize in recv");
+        return null;
     }
     var data: ?*Obj = c.PyBytes_FromStringAndSize(null, n) orelse return null;
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
@@ -76,15 +81,27 @@ fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callcon
         .SUCCESS => {},
         .AGAIN, .INTR => {
             py.decref(data.?);
-            return py.newref(py.none());
+            return .would_block;
         },
         else => |e| {
             py.decref(data.?);
-            return reject(fut, @intFromEnum(e));
+            return .{ .failed = @intFromEnum(e) };
         },
     }
     if (rc != @as(usize, @intCast(n)) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
-    return resolve(fut, data.?);
+    return .{ .data = data.? };
+}
+
+/// `_sock_recv_ready(fut, fd, n)`.
+fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
+    const fut = args[0].?;
+    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    return switch (recvBytes(args[1], args[2]) orelse return null) {
+        .data => |data| resolve(fut, data),
+        .would_block => py.newref(py.none()),
+        .failed => |errno| reject(fut, errno),
+    };
 }
 
 /// `_sock_recv_now(fd, n)`: the first, optimistic recv of `sock_recv`,
@@ -92,28 +109,11 @@ fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callcon
 /// BlockingIOError raised and caught on the way), or the OSError raised.
 fn recvNow(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 2, "_sock_recv_now")) return null;
-    const fd = parseFd(args[0]) orelse return null;
-    const n = c.PyLong_AsSsize_t(args[1]);
-    if (n < 0) {
-        if (c.PyErr_Occurred() != null) return null;
-        return py.raise(c.PyExc_ValueError, "negative buffersize in recv");
-    }
-    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, n) orelse return null;
-    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
-    const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => {
-            py.decref(data.?);
-            return py.newref(py.none());
-        },
-        else => |e| {
-            py.decref(data.?);
-            return py.raiseErrno(@intFromEnum(e));
-        },
-    }
-    if (rc != @as(usize, @intCast(n)) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
-    return data;
+    return switch (recvBytes(args[0], args[1]) orelse return null) {
+        .data => |data| data,
+        .would_block => py.newref(py.none()),
+        .failed => |errno| py.raiseErrno(errno),
+    };
 }
 
 /// `_sock_recv_into_ready(fut, fd, buf)`.
