@@ -130,3 +130,23 @@ def test_asyncio_run_with_zloop_factory(zloop_module):
 def test_public_names(zloop_module):
     for name in ("new_event_loop", "Loop", "EventLoopPolicy", "run", "install"):
         assert hasattr(zloop_module, name), name
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_backend_is_chosen_per_loop(zloop_module, monkeypatch, backend):
+    # A kernel that refuses io_uring falls back to epoll; this one has it.
+    monkeypatch.setenv("ZLOOP_BACKEND", backend)
+    lp = zloop_module.new_event_loop()
+    try:
+        assert lp._backend == backend
+        assert lp.run_until_complete(asyncio.sleep(0, "ran")) == "ran"
+    finally:
+        lp.close()
+
+
+def test_unknown_backend_fails_loudly_and_cleanly(zloop_module, monkeypatch):
+    monkeypatch.setenv("ZLOOP_BACKEND", "selectr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no unclosed-loop ResourceWarning
+        with pytest.raises(ValueError, match="ZLOOP_BACKEND"):
+            zloop_module.new_event_loop()

@@ -610,11 +610,18 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.task_factory = null;
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
-        py.decref(raw);
-        return switch (err) {
+        // Raise first, then free: marked closed, the half-made loop's
+        // __del__ (a Python subclass's) has nothing to clean up or warn about.
+        _ = switch (err) {
             error.OutOfMemory => c.PyErr_NoMemory(),
+            error.UnknownBackend => py.raise(c.PyExc_ValueError, "ZLOOP_BACKEND must be 'epoll' or 'io_uring'"),
             else => py.raiseErrno(core.sys.last_errno),
         };
+        loop.closed = true;
+        const exc = py.fetchException();
+        py.decref(raw);
+        if (exc) |e| py.restoreException(e);
+        return null;
     };
     loop.has_reactor = true;
     loop.reactor.clock_resolution_s = 1e-9;
