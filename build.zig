@@ -3,6 +3,7 @@
 //!
 //!   zig build -Dpython-include=DIR [-Doptimize=ReleaseFast] [-Dext-suffix=.so]
 //!   zig build test
+//!   zig build check-kqueue     (compile-only, for macOS and FreeBSD)
 const std = @import("std");
 
 pub fn build(b: *std.Build) void {
@@ -22,6 +23,20 @@ pub fn build(b: *std.Build) void {
     }) });
     const test_step = b.step("test", "Run the core's unit tests (no Python needed)");
     test_step.dependOn(&b.addRunArtifact(core_tests).step);
+
+    // kqueue cannot run on these Linux machines; compiling the core and its
+    // tests for macOS and FreeBSD at least proves that it builds.
+    const cross_step = b.step("check-kqueue", "Compile the core's tests for macOS and FreeBSD (no run)");
+    for ([_][]const u8{ "aarch64-macos", "x86_64-freebsd" }) |triple| {
+        const query = std.Target.Query.parse(.{ .arch_os_abi = triple }) catch unreachable;
+        const cross = b.addTest(.{ .root_module = b.createModule(.{
+            .root_source_file = b.path("src/core/root.zig"),
+            .target = b.resolveTargetQuery(query),
+            .optimize = optimize,
+            .link_libc = true,
+        }) });
+        cross_step.dependOn(&cross.step);
+    }
 
     const python_include = b.option([]const u8, "python-include", "Python.h directory") orelse return;
     // Zig 0.17 has no @cImport: Python.h is translated by the build system,

@@ -54,7 +54,7 @@ pub const Reactor = struct {
     timers: timer_heap.TimerHeap = .{},
     watchers: std.ArrayList(?*IoWatcher) = .empty,
     events: [256]Event = undefined,
-    wake_fd: sys.fd_t,
+    waker: sys.Waker,
     wake_pending: std.atomic.Value(bool) = .init(false),
     stopping: bool = false,
     /// As `loop._clock_resolution`: timers due within it fire this pass.
@@ -74,10 +74,10 @@ pub const Reactor = struct {
     fn withBackend(gpa: std.mem.Allocator, started: backend.Backend) Error!Reactor {
         var b = started;
         errdefer b.deinit();
-        const wake_fd = try sys.eventfd();
-        errdefer sys.close(wake_fd);
-        try b.setInterest(wake_fd, .{}, .{ .read = true });
-        return .{ .gpa = gpa, .backend = b, .wake_fd = wake_fd };
+        var waker = try sys.Waker.init();
+        errdefer waker.deinit();
+        try b.setInterest(waker.read_fd, .{}, .{ .read = true });
+        return .{ .gpa = gpa, .backend = b, .waker = waker };
     }
 
     /// Frees the reactor's own memory. The adapter must have drained the
@@ -86,7 +86,7 @@ pub const Reactor = struct {
         r.ready.deinit(r.gpa);
         r.timers.deinit(r.gpa);
         r.watchers.deinit(r.gpa);
-        sys.close(r.wake_fd);
+        r.waker.deinit();
         r.backend.deinit();
     }
 
@@ -121,8 +121,7 @@ pub const Reactor = struct {
     /// costs one syscall.
     pub fn wake(r: *Reactor) void {
         if (r.wake_pending.swap(true, .acq_rel)) return;
-        const one: u64 = 1;
-        _ = sys.write(r.wake_fd, std.mem.asBytes(&one)) catch {};
+        r.waker.wake();
     }
 
     pub fn addTimer(r: *Reactor, t: *Timer) error{OutOfMemory}!void {
@@ -203,8 +202,7 @@ pub const Reactor = struct {
     }
 
     fn drainWake(r: *Reactor) void {
-        var buf: u64 = 0;
-        _ = sys.read(r.wake_fd, std.mem.asBytes(&buf)) catch {};
+        r.waker.drain();
         r.wake_pending.store(false, .release);
     }
 
@@ -215,7 +213,7 @@ pub const Reactor = struct {
     pub fn runOnce(r: *Reactor) (RunError || error{OutOfMemory})!void {
         const n = try r.wait(r.timeoutMs());
         for (r.events[0..n]) |ev| {
-            if (ev.fd == r.wake_fd) {
+            if (ev.fd == r.waker.read_fd) {
                 r.drainWake();
                 continue;
             }

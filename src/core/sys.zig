@@ -1,9 +1,10 @@
-//! The one shim between the core and the operating system: raw Linux syscalls
-//! with their errno decoded, so Zig's std churn (0.15-0.17 moved `posix`)
-//! is absorbed here and nowhere else.
+//! The one shim between the core and the operating system, so Zig's std
+//! churn (0.15-0.17 moved `posix`) is absorbed here and nowhere else: raw
+//! syscalls with their errno decoded on Linux, libc on macOS and the BSDs.
 const std = @import("std");
 const builtin = @import("builtin");
 const linux = std.os.linux;
+const is_linux = builtin.os.tag == .linux;
 
 pub const fd_t = i32;
 
@@ -17,6 +18,18 @@ fn check(rc: usize) Error!usize {
     const e = linux.errno(rc);
     if (e == .SUCCESS) return rc;
     last_errno = @intFromEnum(e);
+    return errorOf(e);
+}
+
+/// libc's convention (-1 and errno), for the platforms without raw syscalls.
+fn checkC(rc: anytype) Error!usize {
+    const e = std.c.errno(rc);
+    if (e == .SUCCESS) return @intCast(rc);
+    last_errno = @intFromEnum(e);
+    return errorOf(e);
+}
+
+fn errorOf(e: anytype) Error {
     return switch (e) {
         .AGAIN => error.WouldBlock,
         .INTR => error.Interrupted,
@@ -28,22 +41,71 @@ fn check(rc: usize) Error!usize {
 
 /// Monotonic clock in seconds, the clock `time.monotonic()` reads.
 pub fn monotonic_s() f64 {
-    var ts: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    if (is_linux) {
+        var ts: linux.timespec = undefined;
+        _ = linux.clock_gettime(.MONOTONIC, &ts);
+        return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
+    }
+    var ts: std.c.timespec = undefined;
+    _ = std.c.clock_gettime(.MONOTONIC, &ts);
     return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
 }
 
 pub fn close(fd: fd_t) void {
-    _ = linux.close(fd);
+    if (is_linux) _ = linux.close(fd) else _ = std.c.close(fd);
 }
 
 pub fn read(fd: fd_t, buf: []u8) Error!usize {
-    return check(linux.read(fd, buf.ptr, buf.len));
+    if (is_linux) return check(linux.read(fd, buf.ptr, buf.len));
+    return checkC(std.c.read(fd, buf.ptr, buf.len));
 }
 
 pub fn write(fd: fd_t, buf: []const u8) Error!usize {
-    return check(linux.write(fd, buf.ptr, buf.len));
+    if (is_linux) return check(linux.write(fd, buf.ptr, buf.len));
+    return checkC(std.c.write(fd, buf.ptr, buf.len));
 }
+
+/// Wakes a reactor blocked in its backend from any thread: an eventfd on
+/// Linux (one fd, an 8-byte counter), a non-blocking pipe elsewhere.
+pub const Waker = struct {
+    read_fd: fd_t,
+    write_fd: fd_t,
+
+    pub fn init() Error!Waker {
+        if (is_linux) {
+            const fd = try eventfd();
+            return .{ .read_fd = fd, .write_fd = fd };
+        }
+        var fds: [2]fd_t = undefined;
+        _ = try checkC(std.c.pipe(&fds));
+        for (fds) |fd| {
+            const fl = std.c.fcntl(fd, std.c.F.GETFL);
+            _ = std.c.fcntl(fd, std.c.F.SETFL, fl | @as(c_int, @bitCast(std.c.O{ .NONBLOCK = true })));
+            _ = std.c.fcntl(fd, std.c.F.SETFD, @as(c_int, std.c.FD_CLOEXEC));
+        }
+        return .{ .read_fd = fds[0], .write_fd = fds[1] };
+    }
+
+    pub fn deinit(w: *Waker) void {
+        close(w.read_fd);
+        if (w.write_fd != w.read_fd) close(w.write_fd);
+        w.* = .{ .read_fd = -1, .write_fd = -1 };
+    }
+
+    /// A full pipe or a saturated counter already means "wake up".
+    pub fn wake(w: *const Waker) void {
+        const one: u64 = 1;
+        _ = write(w.write_fd, std.mem.asBytes(&one)) catch {};
+    }
+
+    pub fn drain(w: *const Waker) void {
+        var buf: [64]u8 = undefined;
+        while (true) {
+            const n = read(w.read_fd, &buf) catch return;
+            if (n == 0) return;
+        }
+    }
+};
 
 pub fn eventfd() Error!fd_t {
     const rc = try check(linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK));
