@@ -144,9 +144,9 @@ fn checkClosed(loop: *Loop) bool {
 
 /// Debug-mode checks done in Python (cold): thread check, callback check.
 fn debugCheck(loop: *Loop, callback: *Obj, method: *Obj, check_thread: bool) bool {
-    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_check, callback, method, py.boolean(check_thread), @as(?*Obj, null));
-    // py.boolean returned a new reference to a singleton; balance it.
-    py.decref(if (check_thread) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct));
+    // Borrowed: CallMethodObjArgs takes no reference of its arguments.
+    const flag: *Obj = if (check_thread) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct);
+    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_check, callback, method, flag, @as(?*Obj, null));
     if (r) |o| {
         py.decref(o);
         return true;
