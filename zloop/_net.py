@@ -64,7 +64,33 @@ def _check_ssl_socket(sock):
 # ----------------------------------------------------------- transport
 
 
-class _SocketTransport(SocketTransportCore):
+class _SocketOwner:
+    """repr() and the unclosed-transport warning shared by zloop's socket
+    transports (stream and datagram), in the shape asyncio's take."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        info = [self.__class__.__name__]
+        if self._sock is None:
+            info.append("closed")
+        elif self.is_closing():
+            info.append("closing")
+        info.append(f"fd={self._sock_fd}")
+        if self._sock is not None:
+            info.append("read=" + ("polling" if self.is_reading() else "idle"))
+            size = self.get_write_buffer_size()
+            info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
+        return "<{}>".format(" ".join(info))
+
+    def __del__(self, _warn=warnings.warn):
+        sock = self.__dict__.get("_sock")
+        if sock is not None:
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+            sock.close()
+
+
+class _SocketTransport(_SocketOwner, SocketTransportCore):
     """A stream transport over a connected, non-blocking socket.
 
     ``SocketTransportCore`` derives from ``asyncio.Transport``; this class
@@ -102,25 +128,6 @@ class _SocketTransport(SocketTransportCore):
         loop.call_soon(self._start_reading)
         if waiter is not None:
             loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
-
-    def __repr__(self):
-        info = [self.__class__.__name__]
-        if self._sock is None:
-            info.append("closed")
-        elif self.is_closing():
-            info.append("closing")
-        info.append(f"fd={self._sock_fd}")
-        if self._sock is not None:
-            info.append("read=" + ("polling" if self.is_reading() else "idle"))
-            size = self.get_write_buffer_size()
-            info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
-        return "<{}>".format(" ".join(info))
-
-    def __del__(self, _warn=warnings.warn):
-        sock = self.__dict__.get("_sock")
-        if sock is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            sock.close()
 
     def set_protocol(self, protocol):
         self._set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))

@@ -16,6 +16,7 @@ import sys
 import warnings
 from asyncio import base_events, futures, transports, trsock
 
+from ._net import _SocketOwner
 from ._zloop import DatagramTransportCore
 
 logger = logging.getLogger("asyncio")
@@ -26,7 +27,7 @@ _HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 _SOCK_KIND = "A datagram socket" if sys.version_info >= (3, 13) else "A UDP Socket"
 
 
-class _DatagramTransport(DatagramTransportCore, transports.Transport):
+class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transport):
     """A datagram transport over a non-blocking socket.
 
     ``DatagramTransportCore`` derives from ``asyncio.DatagramTransport``;
@@ -67,25 +68,6 @@ class _DatagramTransport(DatagramTransportCore, transports.Transport):
         loop.call_soon(self._start_reading)
         if waiter is not None:
             loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
-
-    def __repr__(self):
-        info = [self.__class__.__name__]
-        if self._sock is None:
-            info.append("closed")
-        elif self.is_closing():
-            info.append("closing")
-        info.append(f"fd={self._sock_fd}")
-        if self._sock is not None:
-            info.append("read=" + ("polling" if self.is_reading() else "idle"))
-            size = self.get_write_buffer_size()
-            info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
-        return "<{}>".format(" ".join(info))
-
-    def __del__(self, _warn=warnings.warn):
-        sock = self.__dict__.get("_sock")
-        if sock is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            sock.close()
 
     def set_protocol(self, protocol):
         self._set_protocol(protocol)
