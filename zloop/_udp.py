@@ -13,7 +13,6 @@ import os
 import socket
 import stat
 import sys
-import warnings
 from asyncio import base_events, futures, transports, trsock
 
 from ._net import _SocketOwner
