@@ -65,10 +65,35 @@ def _check_ssl_socket(sock):
 
 
 class _SocketOwner:
-    """repr() and the unclosed-transport warning shared by zloop's socket
-    transports (stream and datagram), in the shape asyncio's take."""
+    """repr(), the unclosed-transport warning and the flow-control
+    callbacks shared by zloop's socket transports (stream and datagram),
+    in the shape asyncio's take. The native side calls the _-methods."""
 
     __slots__ = ()
+
+    def _flow_callback(self, name):
+        try:
+            getattr(self._protocol, name)()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler(
+                {
+                    "message": f"protocol.{name}() failed",
+                    "exception": exc,
+                    "transport": self,
+                    "protocol": self._protocol,
+                }
+            )
+
+    def _pause_protocol(self):
+        self._flow_callback("pause_writing")
+
+    def _resume_protocol(self):
+        self._flow_callback("resume_writing")
+
+    def _warn_write_after_lost(self):
+        logger.warning("socket.send() raised exception.")
 
     def __repr__(self):
         info = [self.__class__.__name__]
@@ -178,29 +203,6 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
                 server._detach(self)
                 self._server = None
 
-    def _flow_callback(self, name):
-        try:
-            getattr(self._protocol, name)()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._loop.call_exception_handler(
-                {
-                    "message": f"protocol.{name}() failed",
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._protocol,
-                }
-            )
-
-    def _pause_protocol(self):
-        self._flow_callback("pause_writing")
-
-    def _resume_protocol(self):
-        self._flow_callback("resume_writing")
-
-    def _warn_write_after_lost(self):
-        logger.warning("socket.send() raised exception.")
 
 
 class _SendfileProtocol(protocols.Protocol):

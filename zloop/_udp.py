@@ -125,29 +125,6 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
             self._set_protocol(None)
             self._loop = None
 
-    def _flow_callback(self, name):
-        try:
-            getattr(self._protocol, name)()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._loop.call_exception_handler(
-                {
-                    "message": f"protocol.{name}() failed",
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._protocol,
-                }
-            )
-
-    def _pause_protocol(self):
-        self._flow_callback("pause_writing")
-
-    def _resume_protocol(self):
-        self._flow_callback("resume_writing")
-
-    def _warn_write_after_lost(self):
-        logger.warning("socket.send() raised exception.")
 
 
 def _set_reuseport(sock):
