@@ -21,9 +21,9 @@ import stat
 import sys
 import warnings
 import weakref
-from asyncio import base_events, constants, futures, protocols, trsock
+from asyncio import constants, futures, protocols, trsock
 
-from . import _tls
+from . import _sendfile, _tls
 from ._zloop import (
     SocketTransportCore,
     _sock_recv_into_ready,
@@ -124,8 +124,11 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     """
 
     _start_tls_compatible = True
-    # loop.sendfile() takes the chunked path (there is no native one yet).
-    _sendfile_compatible = constants._SendfileMode.FALLBACK
+    # loop.sendfile() runs os.sendfile on the socket (zloop._sendfile).
+    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+    # The future of a loop.sendfile() in progress, failed if the connection
+    # goes first (as asyncio's empty waiter).
+    _sendfile_fut = None
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         super().__init__(extra)
@@ -188,6 +191,9 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._force_close(exc)
 
     def _call_connection_lost(self, exc):
+        fut = self._sendfile_fut
+        if fut is not None and not fut.done():
+            fut.set_exception(exc if exc is not None else ConnectionError("Connection is closed by peer"))
         try:
             if self._protocol_connected:
                 self._protocol.connection_lost(exc)
@@ -203,64 +209,6 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
                 server._detach(self)
                 self._server = None
 
-
-
-class _SendfileProtocol(protocols.Protocol):
-    """Stands in for a transport's protocol while loop.sendfile() writes:
-    reading is paused, and pause/resume_writing gate the next chunk."""
-
-    def __init__(self, transport):
-        self._transport = transport
-        self._proto = transport.get_protocol()
-        self._loop = transport._loop
-        self._resume_reading = transport.is_reading()
-        self._resume_writing = transport._protocol_paused
-        transport.pause_reading()
-        transport.set_protocol(self)
-        self._write_ready = self._loop.create_future() if self._resume_writing else None
-
-    async def drain(self):
-        if self._transport.is_closing():
-            raise ConnectionError("Connection closed by peer")
-        if self._write_ready is not None:
-            await self._write_ready
-
-    def connection_made(self, transport):
-        raise RuntimeError("Invalid state: connection should have been established already.")
-
-    def connection_lost(self, exc):
-        fut = self._write_ready
-        if fut is not None and not fut.done():
-            if exc is None:
-                fut.set_exception(ConnectionError("Connection is closed by peer"))
-            else:
-                fut.set_exception(exc)
-        self._proto.connection_lost(exc)
-
-    def pause_writing(self):
-        if self._write_ready is None:
-            self._write_ready = self._loop.create_future()
-
-    def resume_writing(self):
-        fut, self._write_ready = self._write_ready, None
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    def data_received(self, data):
-        raise RuntimeError("Invalid state: reading should be paused")
-
-    def eof_received(self):
-        raise RuntimeError("Invalid state: reading should be paused")
-
-    def restore(self):
-        self._transport.set_protocol(self._proto)
-        if self._resume_reading:
-            self._transport.resume_reading()
-        fut = self._write_ready
-        if fut is not None:
-            fut.cancel()
-        if self._resume_writing:
-            self._proto.resume_writing()
 
 
 # --------------------------------------------------------------- server
@@ -396,7 +344,7 @@ def _unlink_socket_file(path):
 # ---------------------------------------------------------------- mixin
 
 
-class NetMixin(_tls.TLSMixin):
+class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
     """The loop's socket API; mixed into ``zloop.Loop``."""
 
     # ---------------------------------------------------- sock_* helpers
@@ -566,62 +514,6 @@ class NetMixin(_tls.TLSMixin):
         if len(address) > 2 and len(resolved) > 2:
             resolved = resolved[:2] + tuple(address[2:])
         return resolved
-
-    # sendfile over sock_sendall: asyncio's own implementations (read the
-    # file in the executor, write with sock_sendall), reused as they are.
-    sock_sendfile = base_events.BaseEventLoop.sock_sendfile
-    _check_sendfile_params = base_events.BaseEventLoop._check_sendfile_params
-    _sock_sendfile_native = base_events.BaseEventLoop._sock_sendfile_native
-    _sock_sendfile_fallback = base_events.BaseEventLoop._sock_sendfile_fallback
-
-    async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
-        """Send a file over a transport: chunks read in the executor and
-        written with write flow control (zloop has no native path yet).
-
-        As asyncio, the transport's ``_sendfile_compatible`` says whether it
-        can take part: zloop's socket transports and asyncio's TLS transport
-        say FALLBACK (the chunked path), a transport without it cannot."""
-        if transport.is_closing():
-            raise RuntimeError("Transport is closing")
-        mode = getattr(transport, "_sendfile_compatible", constants._SendfileMode.UNSUPPORTED)
-        if mode is constants._SendfileMode.UNSUPPORTED:
-            raise RuntimeError(f"sendfile is not supported for transport {transport!r}")
-        if not fallback:
-            raise RuntimeError(
-                f"fallback is disabled and native sendfile is not supported for transport {transport!r}"
-            )
-        if count is not None:
-            if not isinstance(count, int):
-                raise TypeError(f"count must be a positive integer (got {count!r})")
-            if count <= 0:
-                raise ValueError(f"count must be a positive integer (got {count!r})")
-        if not isinstance(offset, int):
-            raise TypeError(f"offset must be a non-negative integer (got {offset!r})")
-        if offset < 0:
-            raise ValueError(f"offset must be a non-negative integer (got {offset!r})")
-        if offset:
-            file.seek(offset)
-        blocksize = min(count, 16384) if count else 16384
-        buf = bytearray(blocksize)
-        total_sent = 0
-        proto = _SendfileProtocol(transport)
-        try:
-            while True:
-                if count:
-                    blocksize = min(count - total_sent, blocksize)
-                    if blocksize <= 0:
-                        return total_sent
-                view = memoryview(buf)[:blocksize]
-                read = await self.run_in_executor(None, file.readinto, view)
-                if not read:
-                    return total_sent
-                await proto.drain()
-                transport.write(view[:read])
-                total_sent += read
-        finally:
-            if total_sent > 0 and hasattr(file, "seek"):
-                file.seek(offset + total_sent)
-            proto.restore()
 
     # ----------------------------------------------------- transports
 

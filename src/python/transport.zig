@@ -73,6 +73,10 @@ const Inner = struct {
     /// a copy of the current context taken when reading starts or resumes,
     /// as asyncio's `_add_reader` copies it into the reader `Handle`.
     context: ?*Obj = null,
+    /// loop.sendfile() owns the socket (`_sendfile_begin`): write() raises,
+    /// and once the buffer is flushed each writable event calls this
+    /// callable (which runs os.sendfile) instead.
+    sendfile_writer: ?*Obj = null,
 
     fn pending(in: *const Inner) usize {
         return in.wbuf.items.len - in.wpos;
@@ -191,7 +195,7 @@ fn updateInterest(t: *Transport) void {
     if (!l.has_reactor) return;
     const want: core.Interest = .{
         .read = in.started and !in.paused and !in.closing and !in.read_eof,
-        .write = in.pending() > 0,
+        .write = in.pending() > 0 or (in.sendfile_writer != null and !in.closing),
     };
     // epoll_ctl fails only on an fd closed under the transport; the next
     // send/recv reports that as the error asyncio would.
@@ -354,7 +358,10 @@ fn readEof(t: *Transport) core.RunError!void {
 
 fn writeReady(t: *Transport) core.RunError!void {
     const in = t.inner.?;
-    if (in.pending() == 0) return updateInterest(t);
+    if (in.pending() == 0) {
+        if (in.sendfile_writer) |cb| return sendfileReady(t, cb);
+        return updateInterest(t);
+    }
     const rc = sendRaw(in.w.fd, in.wbuf.items[in.wpos..]);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
@@ -379,6 +386,15 @@ fn writeReady(t: *Transport) core.RunError!void {
     } else if (in.eof) {
         _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
     }
+}
+
+/// The socket is writable and the buffer empty during loop.sendfile():
+/// hand the event to its callback (it may end the sendfile, so hold it).
+fn sendfileReady(t: *Transport, cb: *Obj) core.RunError!void {
+    py.incref(cb);
+    defer py.decref(cb);
+    const r = c.PyObject_CallNoArgs(cb) orelse return pendingToRun(t);
+    py.decref(r);
 }
 
 // --------------------------------------------------------------- methods
@@ -487,6 +503,10 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     }
     const in = innerOrRaise(self) orelse return null;
     if (in.eof) return py.raise(c.PyExc_RuntimeError, "Cannot call write() after write_eof()");
+    // As asyncio's selector transport while its sendfile waiter is set.
+    if (in.sendfile_writer != null) {
+        return py.raise(c.PyExc_RuntimeError, "unable to write; sendfile is in progress");
+    }
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return null;
     defer c.PyBuffer_Release(&view);
@@ -618,6 +638,28 @@ fn abort(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return forceClose(self, py.none());
 }
 
+/// `_sendfile_begin(callback)`: loop.sendfile() takes the socket over (see
+/// `Inner.sendfile_writer`); the buffer is flushed first.
+fn sendfileBegin(self: ?*Obj, cb: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (in.sendfile_writer != null) {
+        return py.raise(c.PyExc_RuntimeError, "sendfile is already in progress");
+    }
+    if (c.PyCallable_Check(cb) == 0) return py.raise(c.PyExc_TypeError, "a callable is required");
+    in.sendfile_writer = py.newref(cb.?);
+    updateInterest(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+/// `_sendfile_end()`: write() works again; idempotent.
+fn sendfileEnd(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.newref(py.none());
+    py.clear(&in.sendfile_writer);
+    updateInterest(t);
+    return py.newref(py.none());
+}
+
 fn getProtocol(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     return py.newref(t.protocol orelse py.none());
@@ -663,7 +705,8 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
     if (tp_rc != 0) return tp_rc;
     const ctx: ?*Obj = if (t.inner) |in| in.context else null;
-    inline for (.{ t.extra, t.loop, t.protocol, ctx }) |m| if (m) |o| {
+    const sendfile_cb: ?*Obj = if (t.inner) |in| in.sendfile_writer else null;
+    inline for (.{ t.extra, t.loop, t.protocol, ctx, sendfile_cb }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -674,7 +717,10 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     const t = py.cast(Transport, self.?);
     py.clear(&t.extra);
     py.clear(&t.protocol);
-    if (t.inner) |in| py.clear(&in.context);
+    if (t.inner) |in| {
+        py.clear(&in.context);
+        py.clear(&in.sendfile_writer);
+    }
     return 0;
 }
 
@@ -685,6 +731,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         // An attached transport holds a reference to itself.
         std.debug.assert(!in.attached);
         py.clear(&in.context);
+        py.clear(&in.sendfile_writer);
         in.wbuf.deinit(gpa);
         gpa.destroy(in);
         t.inner = null;
@@ -718,6 +765,8 @@ var methods = [_]c.PyMethodDef{
     py.methodFast("_set_limits", setLimits, null),
     py.methodNoArgs("_start_reading", startReading, null),
     py.methodNoArgs("_detach", detach, null),
+    py.methodO("_sendfile_begin", sendfileBegin, null),
+    py.methodNoArgs("_sendfile_end", sendfileEnd, null),
     py.sentinel_method,
 };
 
