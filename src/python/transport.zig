@@ -319,9 +319,19 @@ fn readBuffered(t: *Transport) core.RunError!void {
     py.decref(hint);
     const bo = buf_obj orelse return fatalFromPending(t, names.msg_get_buffer);
     defer py.decref(bo);
+    // As asyncio's `_read_ready__get_buffer`: `len(buf)` belongs to the
+    // get_buffer() step; a buffer recv_into() cannot write to (bytes, say)
+    // is a read error with recv_into's TypeError.
+    const len = c.PyObject_Length(bo);
+    if (len <= 0) {
+        if (len == 0) c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
+        return fatalFromPending(t, names.msg_get_buffer);
+    }
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(bo, &view, c.PyBUF_WRITABLE) < 0) {
-        return fatalFromPending(t, names.msg_get_buffer);
+        c.PyErr_Clear();
+        _ = c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %.50s", c.Py_TYPE(bo).*.tp_name);
+        return fatalFromPending(t, names.msg_read);
     }
     if (view.len == 0) {
         c.PyBuffer_Release(&view);
@@ -495,6 +505,35 @@ fn isBytesLike(o: *Obj) bool {
     return c.PyBytes_Check(o) != 0 or c.PyByteArray_Check(o) != 0 or c.PyMemoryView_Check(o) != 0;
 }
 
+/// write() once the connection is lost: dropped, and logged after a few
+/// (asyncio's `LOG_THRESHOLD_FOR_CONNLOST_WRITES`), never raised.
+fn writeAfterLost(t: *Transport) ?*Obj {
+    const in = t.inner.?;
+    if (in.conn_lost >= log_threshold_conn_lost and !callSelf(t, names.warn_lost)) return null;
+    in.conn_lost += 1;
+    return py.newref(py.none());
+}
+
+/// write() of a bytes-like object whose buffer cannot be taken whole (a
+/// non-contiguous memoryview). asyncio's write() checks emptiness and a
+/// lost connection first, then its `sock.send()` raises: a fatal write
+/// error (exception handler, connection_lost(exc)), not an exception out
+/// of write().
+fn writeUnsendable(t: *Transport, d: *Obj) ?*Obj {
+    if (c.PyErr_ExceptionMatches(c.PyExc_BufferError) == 0) return null;
+    const exc = py.fetchException() orelse return null;
+    const n = c.PyObject_Length(d);
+    if (n <= 0 or t.inner.?.conn_lost > 0) {
+        py.decref(exc);
+        if (n < 0) return null;
+        if (n == 0) return py.newref(py.none());
+        return writeAfterLost(t);
+    }
+    fatal(t, exc, names.msg_write) catch return null;
+    if (c.PyErr_Occurred() != null) return null;
+    return py.newref(py.none());
+}
+
 fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const d = data.?;
@@ -508,16 +547,12 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
         return py.raise(c.PyExc_RuntimeError, "unable to write; sendfile is in progress");
     }
     var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return null;
+    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return writeUnsendable(t, d);
     defer c.PyBuffer_Release(&view);
     const bytes: [*]const u8 = @ptrCast(view.buf);
     const all = bytes[0..@intCast(view.len)];
     if (all.len == 0) return py.newref(py.none());
-    if (in.conn_lost > 0) {
-        if (in.conn_lost >= log_threshold_conn_lost and !callSelf(t, names.warn_lost)) return null;
-        in.conn_lost += 1;
-        return py.newref(py.none());
-    }
+    if (in.conn_lost > 0) return writeAfterLost(t);
     var sent: usize = 0;
     if (in.pending() == 0) {
         const rc = sendRaw(in.w.fd, all);
