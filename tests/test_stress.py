@@ -1217,3 +1217,126 @@ def test_write_of_a_non_contiguous_memoryview(loop, net, handler_calls, when):
     else:
         assert report == [("Fatal write error on socket transport", BufferError, True)]
         assert lost_type is BufferError
+
+
+# The other way round: the loop under test opens the 10,000 connections to
+# a plain epoll server in a child process, which answers "N" with "ok N"
+# and closes each connection when its client does.
+_SERVER = textwrap.dedent(
+    """
+    import resource, selectors, socket, sys
+
+    kind, target, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 64), hard))
+    if kind == "tcp":
+        listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        where = "%s:%d" % listener.getsockname()
+    else:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(target)
+        listener.listen(1024)
+        where = target
+    listener.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    print(where, flush=True)
+    served = closed = 0
+    while closed < count:
+        for key, _ in sel.select(30):
+            if key.fileobj is listener:
+                while True:
+                    try:
+                        conn, _ = listener.accept()
+                    except BlockingIOError:
+                        break
+                    conn.setblocking(False)
+                    sel.register(conn, selectors.EVENT_READ, b"")
+                continue
+            conn = key.fileobj
+            chunk = conn.recv(100)
+            if not chunk:
+                sel.unregister(conn)
+                conn.close()
+                closed += 1
+                continue
+            line = key.data + chunk
+            sel.modify(conn, selectors.EVENT_READ, line)
+            if line.endswith(b"\\n"):
+                conn.sendall(b"ok " + line)
+                served += 1
+    print(served)
+    """
+)
+
+
+def test_ten_thousand_simultaneous_client_connections(loop, net):
+    window = asyncio.Semaphore(256)  # below the server's backlog
+    stats = {"alive": 0, "peak": 0, "errors": 0, "ids": set()}
+
+    class Client(asyncio.Protocol):
+        def __init__(self, i):
+            self.i = i
+            self.answer = b""
+            self.answered = loop.create_future()
+            self.lost = loop.create_future()
+
+        def connection_made(self, transport):
+            stats["alive"] += 1
+            stats["peak"] = max(stats["peak"], stats["alive"])
+            transport.write(b"%d\n" % self.i)
+
+        def data_received(self, data):
+            self.answer += data
+            if self.answer.endswith(b"\n") and not self.answered.done():
+                self.answered.set_result(self.answer)
+
+        def connection_lost(self, exc):
+            stats["alive"] -= 1
+            stats["errors"] += exc is not None
+            self.lost.set_result(exc)
+
+    async def one(i):
+        async with window:
+            if net.kind == "tcp":
+                tr, proto = await loop.create_connection(lambda: Client(i), *net.addr)
+            else:
+                tr, proto = await loop.create_unix_connection(lambda: Client(i), net.path)
+            if await wait_for(proto.answered) == b"ok %d\n" % i:
+                stats["ids"].add(i)
+        return tr, proto
+
+    async def main():
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, net.kind, net.path, str(CONNECTIONS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            where = await loop.run_in_executor(None, proc.stdout.readline)
+            assert where, proc.communicate()[1]
+            if net.kind == "tcp":
+                host, port = where.strip().rsplit(":", 1)
+                net.addr = (host, int(port))
+            pairs = await wait_for(asyncio.gather(*(one(i) for i in range(CONNECTIONS))), 30)
+            fds_at_peak = len(open_fds())
+            for tr, _ in pairs:
+                tr.close()
+            for _, proto in pairs:
+                await wait_for(proto.lost)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        return fds_at_peak, proc.returncode, out, err
+
+    with _descriptor_limit(CONNECTIONS + 512):
+        before = len(open_fds())
+        fds_at_peak, rc, out, err = loop.run_until_complete(main())
+    assert (rc, out.split()[-1]) == (0, str(CONNECTIONS)), err
+    assert stats["ids"] == set(range(CONNECTIONS))
+    assert stats["peak"] == CONNECTIONS
+    assert stats["errors"] == 0
+    assert fds_at_peak >= before + CONNECTIONS
