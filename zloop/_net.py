@@ -333,6 +333,30 @@ class Server(asyncio.AbstractServer):
         await waiter
 
 
+def _interleave_by_family(infos, first_family_count):
+    """getaddrinfo() results reordered as RFC 8305 section 4 asks:
+    ``first_family_count - 1`` more addresses of the first family, then one
+    of each family in turn (families in order of first appearance)."""
+    by_family = {}
+    for info in infos:
+        by_family.setdefault(info[0], collections.deque()).append(info)
+    queues = list(by_family.values())
+    head = queues[0]
+    reordered = [head.popleft() for _ in range(min(first_family_count - 1, len(head)))]
+    while any(queues):
+        reordered.extend(q.popleft() for q in queues if q)
+    return reordered
+
+
+def _discard_attempt(task):
+    """Done callback of a Happy Eyeballs attempt that lost: close the socket
+    it may have connected, and mark its error as seen."""
+    if task.cancelled():
+        return
+    if task.exception() is None:
+        task.result().close()
+
+
 def _unlink_socket_file(path):
     try:
         if stat.S_ISSOCK(os.stat(path).st_mode):
@@ -567,6 +591,73 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             sock.close()
             raise
 
+    async def _connect_in_turn(self, infos, local_infos, exceptions):
+        """One address after the other; the first connected socket, or None
+        with every OSError in ``exceptions``."""
+        for fam, type_, proto_, _, address in infos:
+            try:
+                return await self._connect_one(fam, type_, proto_, address, local_infos)
+            except OSError as exc:
+                exceptions.append(exc)
+        return None
+
+    async def _connect_staggered(self, infos, local_infos, delay_s, exceptions):
+        """Happy Eyeballs (RFC 8305 section 5), timed as asyncio's: attempt
+        i+1 starts once attempt i failed or ``delay_s`` seconds after attempt
+        i started, whichever comes first, while earlier attempts go on. The
+        first socket to connect wins; every other attempt is cancelled and
+        its socket closed (a connected loser too). Returns the socket, or
+        None with the OSErrors in ``exceptions`` in the order the attempts
+        started; any other exception ends the race and propagates."""
+        pending = iter(infos)
+        attempts = []  # in start order
+        running = set()
+        errors = {}
+        winner = None
+        latest = None
+        deadline = 0.0  # when the next attempt may start without a failure
+        turn_over = True
+        try:
+            while True:
+                if turn_over and pending is not None:
+                    info = next(pending, None)
+                    if info is not None:
+                        fam, type_, proto_, _, address = info
+                        latest = self.create_task(
+                            self._connect_one(fam, type_, proto_, address, local_infos)
+                        )
+                        attempts.append(latest)
+                        running.add(latest)
+                        deadline = self.time() + delay_s
+                    else:
+                        pending = None
+                if not running:
+                    return None
+                timeout = None if pending is None else max(0.0, deadline - self.time())
+                done, _ = await asyncio.wait(
+                    running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                # Nothing finished before the deadline: the next address's turn.
+                turn_over = not done or (pending is not None and self.time() >= deadline)
+                for task in attempts:  # by start order: the earliest winner wins
+                    if task not in done:
+                        continue
+                    running.discard(task)
+                    exc = task.exception()
+                    if exc is None:
+                        winner = task
+                        return task.result()
+                    if not isinstance(exc, OSError):
+                        raise exc
+                    errors[task] = exc
+                    turn_over = turn_over or task is latest
+        finally:
+            for task in attempts:
+                if task is not winner:
+                    task.cancel()
+                    task.add_done_callback(_discard_attempt)
+            exceptions.extend(errors[t] for t in attempts if t in errors)
+
     @staticmethod
     def _bind_local(sock, family, local_infos):
         last = None
@@ -606,14 +697,18 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 )
                 if not local_infos:
                     raise OSError("getaddrinfo() returned empty list")
+            if happy_eyeballs_delay is not None and interleave is None:
+                interleave = 1  # RFC 8305's default: alternate families
+            if interleave:
+                infos = _interleave_by_family(infos, interleave)
             exceptions = []
-            for fam, type_, proto_, _, address in infos:
-                try:
-                    sock = await self._connect_one(fam, type_, proto_, address, local_infos)
-                    break
-                except OSError as exc:
-                    exceptions.append(exc)
+            if happy_eyeballs_delay is None:
+                sock = await self._connect_in_turn(infos, local_infos, exceptions)
             else:
+                sock = await self._connect_staggered(
+                    infos, local_infos, happy_eyeballs_delay, exceptions
+                )
+            if sock is None:
                 try:
                     if all_errors:
                         raise ExceptionGroup("create_connection failed", exceptions)
