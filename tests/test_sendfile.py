@@ -635,3 +635,37 @@ def test_sendfile_peer_closes_mid_transfer(loop, tmp_path):
     position, closing = loop.run_until_complete(main())
     assert 0 < position < len(data)
     assert closing
+
+
+@pytest.mark.zloop_only
+def test_sendfile_fails_when_the_transport_closes_meanwhile(zloop_module, tmp_path):
+    """zloop only: a transport closed while loop.sendfile() runs fails it with
+    ConnectionError. asyncio's selector loop cannot say this: its
+    _call_connection_lost sets an exception on the already-finished empty
+    waiter (InvalidStateError, reported to the exception handler) and its
+    os.sendfile writer stays registered on the closed fd, so the sendfile
+    never finishes."""
+    data = payload(8 * 1024 * 1024)
+    path = tmp_path / "big"
+    path.write_bytes(data)
+    loop = zloop_module.new_event_loop()
+
+    async def main():
+        server, tr, client, peer = await _transport_pair(loop, small_buffers=True)
+        peer.transport.pause_reading()
+        with open(path, "rb") as f:
+            task = loop.create_task(loop.sendfile(tr, f))
+            await _until_blocked(task)
+            tr.close()
+            with pytest.raises(ConnectionError, match="closed by peer"):
+                await wait_for(task)
+        lost = await wait_for(client.lost)
+        peer.transport.abort()
+        server.close()
+        await wait_for(server.wait_closed())
+        return lost, tr.is_closing()
+
+    try:
+        assert loop.run_until_complete(main()) == (None, True)
+    finally:
+        loop.close()
