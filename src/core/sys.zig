@@ -40,8 +40,14 @@ fn errorOf(e: anytype) Error {
 }
 
 /// Monotonic clock in seconds, the clock `time.monotonic()` reads.
+///
+/// Through libc whenever it is linked (the extension module always is):
+/// glibc reads the clock from the vDSO, with no syscall. Zig's own
+/// `linux.clock_gettime` finds the vDSO only through the auxiliary vector
+/// its start-up code saves, which a library loaded by CPython never runs,
+/// so there it falls back to a real syscall on every call.
 pub fn monotonic_s() f64 {
-    if (is_linux) {
+    if (is_linux and !builtin.link_libc) {
         var ts: linux.timespec = undefined;
         _ = linux.clock_gettime(.MONOTONIC, &ts);
         return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
