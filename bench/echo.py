@@ -195,6 +195,16 @@ def run_suite(args, names, info):
     sizes = list(SIZES)
     if args.quick:
         modes, sizes = ["proto", "sock"], [1024, 102400]
+    if getattr(args, "modes", None):
+        modes = [m for m in args.modes.split(",") if m]
+        unknown = set(modes) - set(MODES)
+        if unknown:
+            raise common.PreconditionError("unknown echo modes: %s" % ", ".join(sorted(unknown)))
+    if getattr(args, "sizes", None):
+        sizes = [int(k) * 1024 for k in args.sizes.split(",") if k]
+        unknown = set(sizes) - set(SIZES)
+        if unknown:
+            raise common.PreconditionError("echo sizes must be among 1, 10, 100 (KiB)")
     timed_s = QUICK_TIMED_S if args.quick else TIMED_S
 
     samples = {}  # (mode, size, loop) -> list of measure() dicts

@@ -194,6 +194,8 @@ def main():
     parser.add_argument("--stat", choices=["best", "median"],
                         help="figure in the tables (default: best for micro, "
                              "median for echo and http)")
+    parser.add_argument("--modes", help="echo: comma-separated subset of proto,buffered,streams,sock")
+    parser.add_argument("--sizes", help="echo: comma-separated subset of message sizes in KiB (1,10,100)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",
