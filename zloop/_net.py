@@ -25,6 +25,7 @@ from asyncio import constants, futures, protocols, trsock
 
 from . import _sendfile, _tls
 from ._zloop import (
+    AcceptorCore,
     SocketTransportCore,
     _sock_recv_into_ready,
     _sock_recv_now,
@@ -39,6 +40,9 @@ logger = logging.getLogger("asyncio")
 _ACCEPT_RETRY_DELAY_S = 1
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HAS_IPV6 = hasattr(socket, "AF_INET6")
+# Listening sockets whose accept loop is native (accept.zig converts their
+# peer addresses); any other family keeps the Python loop (_accept_ready).
+_NATIVE_ACCEPT_FAMILIES = frozenset((socket.AF_INET, socket.AF_INET6, socket.AF_UNIX))
 
 
 def _set_nodelay(sock):
@@ -229,6 +233,8 @@ class Server(asyncio.AbstractServer):
         self._serving_forever_fut = None
         # Unix socket files this server created, removed again on close().
         self._unix_paths = list(unix_paths)
+        # Listening socket -> its native accept loop (_Acceptor), while serving.
+        self._acceptors = {}
 
     def __repr__(self):
         return f"<{self.__class__.__name__} sockets={self.sockets!r}>"
@@ -262,7 +268,9 @@ class Server(asyncio.AbstractServer):
         self._serving = True
         for sock in self._sockets:
             sock.listen(self._backlog)
-            self._loop._start_serving(self._protocol_factory, sock, self, self._backlog)
+            acceptor = self._loop._start_serving(self._protocol_factory, sock, self, self._backlog)
+            if acceptor is not None:
+                self._acceptors[sock] = acceptor
 
     def get_loop(self):
         return self._loop
@@ -282,7 +290,7 @@ class Server(asyncio.AbstractServer):
             return
         self._sockets = None
         for sock in sockets:
-            self._loop._stop_serving(sock)
+            self._loop._stop_serving(sock, self._acceptors.pop(sock, None))
         self._serving = False
         for path in self._unix_paths:
             _unlink_socket_file(path)
@@ -331,6 +339,51 @@ class Server(asyncio.AbstractServer):
         waiter = self._loop.create_future()
         self._waiters.append(waiter)
         await waiter
+
+
+class _Acceptor(AcceptorCore):
+    """The native accept loop of one listening socket (src/python/accept.zig):
+    accepts in batches and calls ``callback(*args, conn, addr)`` for each
+    connection. This side holds the listening socket and reports errors in
+    asyncio's words. A served listener's fd counts as a transport's:
+    ``add_reader``/``remove_reader`` on it raise RuntimeError (asyncio's
+    selector loop would silently replace or drop its accept reader)."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, loop, sock, backlog, callback, *args):
+        self._sock = sock
+        self._start(loop, sock.fileno(), sock.family, sock.type, sock.proto, backlog, callback, args)
+
+    def __repr__(self):
+        state = "paused" if self._paused else "serving" if self._serving else "closed"
+        return f"<{type(self).__name__} fd={self._fd} {state}>"
+
+    def close(self):
+        self._close()
+
+    def _out_of_resources(self, exc):
+        # accept() failed with EMFILE/ENFILE/ENOBUFS/ENOMEM: the native side
+        # stopped watching and resumes after ACCEPT_RETRY_DELAY; report as
+        # asyncio's _accept_connection does.
+        self._loop.call_exception_handler(
+            {
+                "message": "socket.accept() out of system resource",
+                "exception": exc,
+                "socket": trsock.TransportSocket(self._sock),
+            }
+        )
+
+    def _callback_error(self, exc):
+        # Any other accept() error, or an exception out of the callback:
+        # asyncio raises it out of its reader callback into Handle._run.
+        self._loop.call_exception_handler(
+            {
+                "message": f"Exception in callback {self!r}",
+                "exception": exc,
+                "socket": trsock.TransportSocket(self._sock),
+            }
+        )
 
 
 def _interleave_by_family(infos, first_family_count):
@@ -911,14 +964,23 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         return server
 
     def _start_serving(self, protocol_factory, sock, server, backlog):
+        """Accept on listening `sock`: natively (an `_Acceptor`, returned,
+        for `_stop_serving`) for TCP and Unix sockets, else through
+        `_accept_ready` on a reader (None returned)."""
+        if sock.family in _NATIVE_ACCEPT_FAMILIES:
+            return _Acceptor(self, sock, backlog, self._accept_one, protocol_factory, server)
         self._add_reader(sock.fileno(), self._accept_ready, protocol_factory, sock, server, backlog)
+        return None
 
-    def _stop_serving(self, sock):
-        if not self.is_closed():
+    def _stop_serving(self, sock, acceptor=None):
+        if acceptor is not None:
+            acceptor.close()
+        elif not self.is_closed():
             self._remove_reader(sock.fileno())
         sock.close()
 
     def _accept_ready(self, protocol_factory, sock, server, backlog):
+        # The Python accept loop, for families accept.zig does not serve.
         # Batch: take up to `backlog` connections per readiness event.
         for _ in range(backlog):
             try:
@@ -939,9 +1001,11 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 self._remove_reader(sock.fileno())
                 self.call_later(_ACCEPT_RETRY_DELAY_S, self._start_serving, protocol_factory, sock, server, backlog)
                 return
-            self._accept_one(protocol_factory, conn, addr, server)
+            self._accept_one(protocol_factory, server, conn, addr)
 
-    def _accept_one(self, protocol_factory, conn, addr, server):
+    def _accept_one(self, protocol_factory, server, conn, addr):
+        # One accepted connection, from accept.zig or _accept_ready: the
+        # protocol and its transport (asyncio's _accept_connection2).
         try:
             protocol = protocol_factory()
             self._make_socket_transport(conn, protocol, extra={"peername": addr}, server=server)

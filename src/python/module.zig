@@ -10,6 +10,7 @@ const transport = @import("transport.zig");
 const sockops = @import("sockops.zig");
 const core = @import("core");
 const datagram = @import("datagram.zig");
+const accept = @import("accept.zig");
 
 /// `_install(handle_repr, Future, Task)`: the Python side hands over its
 /// cold-path helpers and asyncio's classes once, at import.
@@ -47,7 +48,7 @@ export fn PyInit__zloop() ?*Obj {
         py.decref(m);
         return null;
     }
-    if (!datagram.initTypes(m)) {
+    if (!datagram.initTypes(m) or !accept.initTypes(m)) {
         py.decref(m);
         return null;
     }

@@ -6,20 +6,24 @@ const core = @import("core");
 const py = @import("py.zig");
 const transport = @import("transport.zig");
 const datagram = @import("datagram.zig");
+const accept = @import("accept.zig");
 
-/// True when `w` is owned by a native transport (not an add_reader watcher).
+/// True when `w` is owned by a native transport or a server's acceptor
+/// (not an add_reader watcher).
 pub fn isTransportWatcher(w: *core.IoWatcher) bool {
-    return transport.isTransportWatcher(w) or datagram.isWatcher(w);
+    return transport.isTransportWatcher(w) or datagram.isWatcher(w) or accept.isWatcher(w);
 }
 
 /// The transport object owning `w`; `w` must satisfy `isTransportWatcher`.
 pub fn ownerOfWatcher(w: *core.IoWatcher) *py.Obj {
     if (datagram.isWatcher(w)) return datagram.ownerOfWatcher(w);
+    if (accept.isWatcher(w)) return accept.ownerOfWatcher(w);
     return transport.ownerOfWatcher(w);
 }
 
 /// The loop is closing: `w`'s transport leaves the reactor.
 pub fn loopClosing(w: *core.IoWatcher) void {
     if (datagram.isWatcher(w)) return datagram.loopClosing(w);
+    if (accept.isWatcher(w)) return accept.loopClosing(w);
     transport.loopClosing(w);
 }

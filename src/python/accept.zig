@@ -1,0 +1,567 @@
+//! `zloop._zloop.AcceptorCore`: the native accept loop of zloop's servers,
+//! one per listening socket. On readiness it accepts up to `backlog`
+//! connections (asyncio's batch), each with `accept4(SOCK_NONBLOCK |
+//! SOCK_CLOEXEC)` so the new socket needs no ioctl/fcntl, wraps the fd in a
+//! `socket.socket` of the listener's family, type and proto, converts the
+//! peer address as `socket.accept()` does, and calls
+//! `callback(*args, conn, addr)`: `zloop._net.NetMixin._accept_one`, which
+//! builds the protocol and the transport in Python. The Python subclass
+//! `zloop._net._Acceptor` adds the cold paths (construction, repr, reports).
+//!
+//! Errors follow `selector_events.BaseSelectorEventLoop._accept_connection`:
+//! EAGAIN ends the batch; EINTR and ECONNABORTED (a peer that reset before
+//! it was accepted) are skipped quietly; EMFILE, ENFILE, ENOBUFS and ENOMEM
+//! stop the watcher, schedule `_resume` after asyncio's
+//! `constants.ACCEPT_RETRY_DELAY` and hand the `OSError` to the subclass's
+//! `_out_of_resources` (the exception handler with asyncio's context), so a
+//! process out of fds backs off instead of spinning; any other errno goes to
+//! `_callback_error`, as asyncio's escapes its reader callback into the
+//! loop's exception handler. KeyboardInterrupt and SystemExit abort the loop.
+//!
+//! Lifecycle as `transport.zig`'s: a started acceptor holds a reference to
+//! itself on the reactor's behalf, dropped by `_close()` (server.close()) or
+//! by the loop's close (`loopClosing`). Its watcher counts as a transport's
+//! (watchers.zig), so `add_reader` on a served listener raises RuntimeError
+//! where asyncio would replace the accept reader.
+const std = @import("std");
+const core = @import("core");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const loop_mod = @import("loop.zig");
+const linux = std.os.linux;
+
+extern fn inet_ntop(af: c_int, src: *const anyopaque, dst: [*]u8, size: u32) ?[*:0]const u8;
+
+/// Seconds before accepting again after EMFILE and friends: asyncio's
+/// `constants.ACCEPT_RETRY_DELAY`.
+const accept_retry_delay_s = 1.0;
+/// Leading arguments of the per-connection callback (`protocol_factory,
+/// server` in zloop's use); the stack array of a call holds them.
+const max_cb_args = 6;
+
+pub const Acceptor = struct {
+    ob_base: Obj,
+    /// The zloop loop (a `LoopCore`), owned.
+    loop: ?*Obj,
+    /// `callback(*cb_args, conn, addr)` per accepted connection; both owned
+    /// while serving, dropped when the acceptor leaves the reactor.
+    callback: ?*Obj,
+    cb_args: ?*Obj,
+    /// The context copied when serving started, as asyncio's `add_reader`
+    /// copies it into the reader's Handle. Each connection's callback runs
+    /// in a fresh copy of it, as asyncio runs `_accept_connection2` in a
+    /// task of its own: what one protocol factory sets stays its own.
+    context: ?*Obj,
+    /// `socket.socket(family, type | SOCK_NONBLOCK, proto, fd)` arguments.
+    family_obj: ?*Obj,
+    type_obj: ?*Obj,
+    proto_obj: ?*Obj,
+    /// The `TimerHandle` of a pending resume after EMFILE, owned.
+    retry: ?*Obj,
+    w: core.IoWatcher,
+    backlog: u32,
+    attached: bool,
+    /// Out of resources: not watching until `_resume`.
+    paused: bool,
+};
+
+comptime {
+    // CPython sees an `Acceptor*` as a `PyObject*`.
+    std.debug.assert(@offsetOf(Acceptor, "ob_base") == 0);
+}
+
+pub var AcceptorType: ?*c.PyTypeObject = null;
+/// `socket.socket`, looked up once at import (as `socket.accept` builds
+/// its result from the module's class).
+var socket_type: ?*Obj = null;
+
+const Names = struct {
+    out_of_resources: *Obj,
+    callback_error: *Obj,
+    resume_name: *Obj,
+    call_later: *Obj,
+    cancel: *Obj,
+};
+var names: Names = undefined;
+
+fn loopOf(a: *Acceptor) *loop_mod.Loop {
+    return py.cast(loop_mod.Loop, a.loop.?);
+}
+
+/// True when `w` is an acceptor's watcher.
+pub fn isWatcher(w: *core.IoWatcher) bool {
+    return w.on_ready == onReady;
+}
+
+/// The acceptor owning `w`; `w` must satisfy `isWatcher`.
+pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
+    std.debug.assert(isWatcher(w));
+    const a: *Acceptor = @fieldParentPtr("w", w);
+    return py.obj(a);
+}
+
+/// The loop is closing: the acceptor leaves the reactor (its listening
+/// socket stays open; the server's close() closes it).
+pub fn loopClosing(w: *core.IoWatcher) void {
+    std.debug.assert(isWatcher(w));
+    const a: *Acceptor = @fieldParentPtr("w", w);
+    leaveReactor(a);
+}
+
+// ------------------------------------------------------------- plumbing
+
+/// `OSError(errno, strerror)`: CPython picks the subclass from errno, as
+/// `socket.accept()` raises.
+fn errnoException(errno: u16) ?*Obj {
+    const e: c_int = errno;
+    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
+    defer py.decref(args);
+    return c.PyObject_Call(c.PyExc_OSError, args, null);
+}
+
+/// A Python error under the reactor's dispatch: KeyboardInterrupt and
+/// SystemExit abort the loop; anything else goes to `_callback_error` (the
+/// loop's exception handler), as an exception escaping asyncio's
+/// `_accept_connection` reaches `Handle._run`.
+fn reportPending(a: *Acceptor) core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    const exc = py.fetchException() orelse return;
+    defer py.decref(exc);
+    const r = c.PyObject_CallMethodObjArgs(py.obj(a), names.callback_error, exc, @as(?*Obj, null));
+    if (r) |o| {
+        py.decref(o);
+        return;
+    }
+    if (py.pendingIsFatal()) return error.Aborted;
+    c.PyErr_WriteUnraisable(py.obj(a));
+}
+
+fn updateInterest(a: *Acceptor) void {
+    if (!a.attached) return;
+    const l = loopOf(a);
+    if (!l.has_reactor) return;
+    // Fails only on a listener closed under the acceptor: there is nothing
+    // left to watch then, and server.close() detaches it.
+    l.reactor.setInterest(&a.w, .{ .read = !a.paused }) catch {};
+}
+
+/// `retry.cancel()` and forget it; false with the error pending.
+fn cancelRetry(a: *Acceptor) bool {
+    const retry = a.retry orelse return true;
+    a.retry = null;
+    defer py.decref(retry);
+    const r = c.PyObject_CallMethodObjArgs(retry, names.cancel, @as(?*Obj, null)) orelse
+        return false;
+    py.decref(r);
+    return true;
+}
+
+/// Leaves the reactor and drops the reactor's reference and what serving
+/// held (callback, context, a pending retry). Idempotent.
+fn leaveReactor(a: *Acceptor) void {
+    if (!a.attached) return;
+    a.attached = false;
+    const l = loopOf(a);
+    if (l.has_reactor and l.reactor.watcherFor(a.w.fd) == &a.w) l.reactor.detach(&a.w);
+    // `_close()` cancelled a pending retry; the loop's close() dropped its
+    // timers before its watchers. Either way the handle only needs letting
+    // go (its callback, our `_resume`, would keep this acceptor alive).
+    py.clear(&a.retry);
+    py.clear(&a.callback);
+    py.clear(&a.cb_args);
+    py.clear(&a.context);
+    py.decref(py.obj(a));
+}
+
+// ------------------------------------------------------------ readiness
+
+fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+    const a: *Acceptor = @fieldParentPtr("w", w);
+    if (!ev.readable or a.paused or !a.attached) return;
+    // The callback may close the server, which drops the reactor's
+    // reference; keep the acceptor alive until this batch ends.
+    py.incref(py.obj(a));
+    defer py.decref(py.obj(a));
+    return acceptBatch(a);
+}
+
+/// A peer address as `accept4` wrote it.
+const Peer = struct {
+    storage: linux.sockaddr.storage = undefined,
+    len: u32 = @sizeOf(linux.sockaddr.storage),
+};
+
+/// Up to `backlog` accepts, as asyncio's `for _ in range(backlog)`: the
+/// bound keeps one busy listener from starving the rest of the loop, and a
+/// listener with more queued stays readable for the next pass.
+fn acceptBatch(a: *Acceptor) core.RunError!void {
+    var n: u32 = 0;
+    while (n < a.backlog and a.attached and !a.paused) : (n += 1) {
+        var peer: Peer = .{};
+        const flags: u32 = linux.SOCK.NONBLOCK | linux.SOCK.CLOEXEC;
+        const rc = linux.accept4(a.w.fd, @ptrCast(&peer.storage), &peer.len, flags);
+        switch (linux.errno(rc)) {
+            .SUCCESS => try deliver(a, @intCast(rc), &peer),
+            // Nothing queued (EWOULDBLOCK is the same number on Linux).
+            .AGAIN => return,
+            // A signal arrived (CPython retries accept then, PEP 475), or
+            // the peer reset before we got to it: nothing to deliver; any
+            // connection behind it is still queued.
+            .INTR, .CONNABORTED => {},
+            .MFILE, .NFILE, .NOBUFS, .NOMEM => |e| return outOfResources(a, @backingInt(e)),
+            else => |e| return otherError(a, @backingInt(e)),
+        }
+    }
+}
+
+/// Wraps the accepted `fd` and hands it to the callback. The fd is closed
+/// here if it never reached a socket object.
+fn deliver(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
+    std.debug.assert(fd >= 0);
+    const addr = peerAddress(peer) orelse {
+        _ = linux.close(fd);
+        return reportPending(a);
+    };
+    defer py.decref(addr);
+    const conn = wrapSocket(a, fd) orelse {
+        // The socket object takes the fd only once its __init__ is past
+        // every check that can fail (a MemoryError after that would have
+        // freed it, closing fd, before this line: the risk is accepted).
+        _ = linux.close(fd);
+        return reportPending(a);
+    };
+    defer py.decref(conn);
+    const ctx = c.PyContext_Copy(a.context.?) orelse return reportPending(a);
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) return reportPending(a);
+    const result = callBack(a, conn, addr);
+    const exited = c.PyContext_Exit(ctx) >= 0;
+    try result;
+    if (!exited) return reportPending(a);
+}
+
+/// `callback(*cb_args, conn, addr)`, in the caller's context.
+fn callBack(a: *Acceptor, conn: *Obj, addr: *Obj) core.RunError!void {
+    // The callback may close the server, which drops these; hold them.
+    const cb = py.newref(a.callback.?);
+    defer py.decref(cb);
+    const args = py.newref(a.cb_args.?);
+    defer py.decref(args);
+    const nargs: usize = @intCast(c.PyTuple_Size(args));
+    std.debug.assert(nargs <= max_cb_args);
+    var argv: [max_cb_args + 3]?*Obj = undefined;
+    argv[0] = null; // PY_VECTORCALL_ARGUMENTS_OFFSET's scratch slot
+    for (0..nargs) |i| argv[1 + i] = c.PyTuple_GetItem(args, @intCast(i));
+    argv[1 + nargs] = conn;
+    argv[2 + nargs] = addr;
+    const flags = (nargs + 2) | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
+    const r = c.PyObject_Vectorcall(cb, @ptrCast(&argv[1]), flags, null) orelse
+        return reportPending(a);
+    py.decref(r);
+}
+
+/// `socket.socket(family, type | SOCK_NONBLOCK, proto, fd)`. The flag in
+/// `type` makes CPython set the timeout to 0 without a syscall (accept4
+/// already made the fd non-blocking) and is masked out of `conn.type`.
+/// CPython still validates the fd with one getsockname(), as the socket
+/// `socket.accept()` returns does.
+fn wrapSocket(a: *Acceptor, fd: i32) ?*Obj {
+    const fd_obj = c.PyLong_FromLong(fd) orelse return null;
+    defer py.decref(fd_obj);
+    const argv = [_]?*Obj{ null, a.family_obj, a.type_obj, a.proto_obj, fd_obj };
+    const flags = 4 | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
+    return c.PyObject_Vectorcall(socket_type.?, @ptrCast(&argv[1]), flags, null);
+}
+
+/// EMFILE and friends: stop watching, retry after a delay, then report
+/// (as asyncio, in the other order: a failing report must not leave the
+/// listener off for good).
+fn outOfResources(a: *Acceptor, errno: u16) core.RunError!void {
+    std.debug.assert(a.attached);
+    a.paused = true;
+    updateInterest(a);
+    if (!scheduleRetry(a)) return reportPending(a);
+    const exc = errnoException(errno) orelse return reportPending(a);
+    defer py.decref(exc);
+    const r = c.PyObject_CallMethodObjArgs(
+        py.obj(a),
+        names.out_of_resources,
+        exc,
+        @as(?*Obj, null),
+    ) orelse return reportPending(a);
+    py.decref(r);
+}
+
+/// `self.retry = loop.call_later(ACCEPT_RETRY_DELAY, self._resume)`.
+fn scheduleRetry(a: *Acceptor) bool {
+    if (!cancelRetry(a)) return false;
+    const resume_cb = c.PyObject_GetAttr(py.obj(a), names.resume_name) orelse return false;
+    defer py.decref(resume_cb);
+    const delay = c.PyFloat_FromDouble(accept_retry_delay_s) orelse return false;
+    defer py.decref(delay);
+    const later = names.call_later;
+    a.retry = c.PyObject_CallMethodObjArgs(a.loop.?, later, delay, resume_cb, @as(?*Obj, null));
+    return a.retry != null;
+}
+
+fn otherError(a: *Acceptor, errno: u16) core.RunError!void {
+    const exc = errnoException(errno) orelse return reportPending(a);
+    py.restoreException(exc);
+    return reportPending(a);
+}
+
+// ------------------------------------------------------------- addresses
+
+/// The peer address as `socket.accept()` returns it (CPython's
+/// `makesockaddr`): `(host, port)` for IPv4, `(host, port, flowinfo,
+/// scope_id)` for IPv6, a `str` path, abstract `bytes` or `''` for Unix.
+fn peerAddress(peer: *const Peer) ?*Obj {
+    const len = @min(peer.len, @sizeOf(linux.sockaddr.storage));
+    // No address at all: makesockaddr gives None.
+    if (len == 0) return py.newref(py.none());
+    var host: [64]u8 = undefined;
+    switch (peer.storage.family) {
+        linux.AF.INET => {
+            const sa: *const linux.sockaddr.in = @ptrCast(&peer.storage);
+            const text = inet_ntop(linux.AF.INET, &sa.addr, &host, host.len) orelse unreachable;
+            const port: c_int = std.mem.bigToNative(u16, sa.port);
+            return c.Py_BuildValue("(si)", text, port);
+        },
+        linux.AF.INET6 => {
+            const sa: *const linux.sockaddr.in6 = @ptrCast(&peer.storage);
+            const text = inet_ntop(linux.AF.INET6, &sa.addr, &host, host.len) orelse unreachable;
+            const port: c_int = std.mem.bigToNative(u16, sa.port);
+            const flow: c_uint = std.mem.bigToNative(u32, sa.flowinfo);
+            const scope: c_uint = sa.scope_id;
+            return c.Py_BuildValue("(siII)", text, port, flow, scope);
+        },
+        linux.AF.UNIX => return unixAddress(peer, len),
+        // The Python side serves only the three families above natively.
+        else => return py.raise(c.PyExc_OSError, "accept: unsupported address family"),
+    }
+}
+
+fn unixAddress(peer: *const Peer, len: u32) ?*Obj {
+    const sa: *const linux.sockaddr.un = @ptrCast(&peer.storage);
+    const path_offset = @offsetOf(linux.sockaddr.un, "path");
+    const n: usize = @min(len -| path_offset, sa.path.len);
+    // Linux's abstract namespace (a leading NUL): the name is exactly the
+    // `n` bytes, returned as bytes.
+    if (n > 0 and sa.path[0] == 0) {
+        return c.PyBytes_FromStringAndSize(@ptrCast(&sa.path), @intCast(n));
+    }
+    // A path up to its NUL; an unnamed peer (n == 0) gives ''.
+    const end = std.mem.indexOfScalar(u8, sa.path[0..n], 0) orelse n;
+    return c.PyUnicode_DecodeFSDefaultAndSize(@ptrCast(&sa.path), @intCast(end));
+}
+
+// --------------------------------------------------------------- methods
+
+fn longArg(o: ?*Obj) ?c_long {
+    const v = c.PyLong_AsLong(o);
+    if (v == -1 and c.PyErr_Occurred() != null) return null;
+    return v;
+}
+
+/// `_start(loop, fd, family, type, proto, backlog, callback, args)`:
+/// watches listening socket `fd` for readability. The Python side passes
+/// the socket's own family/type/proto (already validated by `socket`).
+fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const a = py.cast(Acceptor, self.?);
+    const usage = "_start(loop, fd, family, type, proto, backlog, callback, args)";
+    if (nargs != 8) return py.raise(c.PyExc_TypeError, usage);
+    if (a.attached or a.loop != null) {
+        return py.raise(c.PyExc_RuntimeError, "acceptor already started");
+    }
+    const loop_obj = args[0].?;
+    if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
+        return py.raise(c.PyExc_TypeError, "_start() expects a zloop loop");
+    }
+    const l = py.cast(loop_mod.Loop, loop_obj);
+    if (l.closed or !l.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    const fd_long = longArg(args[1]) orelse return null;
+    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) {
+        return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    }
+    const fd: i32 = @intCast(fd_long);
+    if (l.reactor.watcherFor(fd) != null) {
+        const msg = "File descriptor %d is used by another watcher";
+        return c.PyErr_Format(c.PyExc_RuntimeError, msg, fd);
+    }
+    const sock_type = longArg(args[3]) orelse return null;
+    const backlog = longArg(args[5]) orelse return null;
+    if (c.PyCallable_Check(args[6]) == 0) {
+        return py.raise(c.PyExc_TypeError, "callback must be callable");
+    }
+    if (c.PyTuple_Check(args[7]) == 0 or c.PyTuple_Size(args[7]) > max_cb_args) {
+        return py.raise(c.PyExc_TypeError, "args must be a tuple of at most 6 items");
+    }
+    const type_obj = c.PyLong_FromLong(sock_type | linux.SOCK.NONBLOCK) orelse return null;
+    const ctx = c.PyContext_CopyCurrent() orelse {
+        py.decref(type_obj);
+        return null;
+    };
+    a.w = .{ .fd = fd, .on_ready = onReady };
+    a.backlog = @intCast(std.math.clamp(backlog, 1, std.math.maxInt(i32)));
+    a.loop = py.newref(loop_obj);
+    a.family_obj = py.newref(args[2].?);
+    a.type_obj = type_obj;
+    a.proto_obj = py.newref(args[4].?);
+    a.callback = py.newref(args[6].?);
+    a.cb_args = py.newref(args[7].?);
+    a.context = ctx;
+    return attach(a, l);
+}
+
+/// Registers the started acceptor and turns reading on.
+fn attach(a: *Acceptor, l: *loop_mod.Loop) ?*Obj {
+    l.reactor.attach(&a.w) catch return c.PyErr_NoMemory();
+    a.attached = true;
+    py.incref(py.obj(a)); // the reactor's reference, dropped by leaveReactor
+    l.reactor.setInterest(&a.w, .{ .read = true }) catch {
+        const errno = core.sys.last_errno;
+        leaveReactor(a);
+        return py.raiseErrno(errno);
+    };
+    return py.newref(py.none());
+}
+
+/// `_resume()`: the retry timer after EMFILE; watching again. A no-op
+/// once closed.
+fn resumeAccepting(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const a = py.cast(Acceptor, self.?);
+    py.clear(&a.retry);
+    if (!a.attached or !a.paused) return py.newref(py.none());
+    a.paused = false;
+    updateInterest(a);
+    return py.newref(py.none());
+}
+
+/// `_close()`: stop accepting for good (server.close()). The listening
+/// socket is the caller's to close, after this.
+fn closeAcceptor(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const a = py.cast(Acceptor, self.?);
+    if (!cancelRetry(a)) return null;
+    leaveReactor(a);
+    return py.newref(py.none());
+}
+
+fn getFd(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const a = py.cast(Acceptor, self.?);
+    return c.PyLong_FromLong(if (a.loop != null) a.w.fd else -1);
+}
+
+fn getLoop(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Acceptor, self.?).loop orelse py.none());
+}
+
+fn getServing(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Acceptor, self.?).attached);
+}
+
+fn getPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Acceptor, self.?).paused);
+}
+
+// -------------------------------------------------------------- the type
+
+fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    // PyType_GenericAlloc zero-fills: every reference null, not attached.
+    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    const a = py.cast(Acceptor, raw);
+    std.debug.assert(a.loop == null and !a.attached);
+    return raw;
+}
+
+fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
+    const a = py.cast(Acceptor, self.?);
+    // A heap type's instances own a reference to it.
+    const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
+    if (tp_rc != 0) return tp_rc;
+    inline for (.{ a.loop, a.callback, a.cb_args, a.context, a.retry }) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    return 0;
+}
+
+fn clearGc(self: ?*Obj) callconv(.c) c_int {
+    const a = py.cast(Acceptor, self.?);
+    // Unreachable garbage is never attached (the reactor's reference is
+    // invisible to the collector and keeps it alive).
+    std.debug.assert(!a.attached);
+    py.clear(&a.callback);
+    py.clear(&a.cb_args);
+    py.clear(&a.context);
+    py.clear(&a.retry);
+    return 0;
+}
+
+fn dealloc(self: ?*Obj) callconv(.c) void {
+    const a = py.cast(Acceptor, self.?);
+    c.PyObject_GC_UnTrack(self);
+    std.debug.assert(!a.attached);
+    const owned = .{
+        "loop",       "callback", "cb_args",   "context",
+        "family_obj", "type_obj", "proto_obj", "retry",
+    };
+    inline for (owned) |f| py.clear(&@field(a, f));
+    // A heap type: subtype_dealloc leaves the instance's reference to its
+    // type for this dealloc to drop.
+    const tp = c.Py_TYPE(self);
+    tp.*.tp_free.?(self);
+    py.decref(py.obj(tp));
+}
+
+var methods = [_]c.PyMethodDef{
+    py.methodFast("_start", start, "Start accepting on a listening socket's fd."),
+    py.methodNoArgs("_resume", resumeAccepting, "Watch the listener again after an EMFILE pause."),
+    py.methodNoArgs("_close", closeAcceptor, "Stop accepting and leave the loop."),
+    py.sentinel_method,
+};
+
+var getsets = [_]c.PyGetSetDef{
+    py.getset("_fd", getFd, null),
+    py.getset("_loop", getLoop, null),
+    py.getset("_serving", getServing, null),
+    py.getset("_paused", getPaused, null),
+    py.sentinel_getset,
+};
+
+const doc = "The native accept loop of one listening socket.";
+var spec: c.PyType_Spec = undefined;
+var slots = [_]c.PyType_Slot{
+    .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast(doc)) },
+    .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
+    .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
+    .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
+    .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
+    .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
+    .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
+    .{ .slot = 0, .pfunc = null },
+};
+
+/// Creates `AcceptorCore` and looks up `socket.socket`.
+pub fn initTypes(module: *Obj) bool {
+    names = .{
+        .out_of_resources = py.intern("_out_of_resources"),
+        .callback_error = py.intern("_callback_error"),
+        .resume_name = py.intern("_resume"),
+        .call_later = py.intern("call_later"),
+        .cancel = py.intern("cancel"),
+    };
+    const socket_mod = c.PyImport_ImportModule("socket") orelse return false;
+    defer py.decref(socket_mod);
+    socket_type = c.PyObject_GetAttrString(socket_mod, "socket") orelse return false;
+    spec = .{
+        .name = "zloop._zloop.AcceptorCore",
+        .basicsize = @sizeOf(Acceptor),
+        .itemsize = 0,
+        .flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_BASETYPE | c.Py_TPFLAGS_HAVE_GC,
+        .slots = &slots,
+    };
+    const tp = c.PyType_FromSpec(&spec) orelse return false;
+    AcceptorType = @ptrCast(@alignCast(tp));
+    return c.PyModule_AddObjectRef(module, "AcceptorCore", tp) >= 0;
+}
