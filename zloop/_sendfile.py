@@ -148,8 +148,7 @@ class _SendfileJob:
 
 class SendfileMixin:
     """``sock_sendfile`` and ``sendfile``; mixed into ``zloop.Loop`` (through
-    ``_net.NetMixin``), which provides ``_check_sock``, ``_wait_fd`` and
-    ``sock_sendall``."""
+    ``_net.NetMixin``), which provides ``_check_sock`` and ``sock_sendall``."""
 
     _check_sendfile_params = staticmethod(_check_sendfile_params)
 
@@ -174,10 +173,16 @@ class SendfileMixin:
         fd = sock.fileno()
         job = _SendfileJob(fut, fd, fileno, offset, count)
         job.step()
-        if not fut.done():
-            # The watcher leaves with the future, cancelled ones included.
-            self._wait_fd(fut, fd, False, job.on_writable)
-        return await fut
+        if fut.done():
+            return fut.result()
+        handle = self._add_writer(fd, job.on_writable)
+        try:
+            return await fut
+        finally:
+            # Done, failed or cancelled, the writer goes; unless another
+            # call has since put its own on this fd (that cancelled ours).
+            if not self.is_closed() and not handle.cancelled():
+                self._remove_writer(fd)
 
     async def _sock_sendfile_fallback(self, sock, file, offset, count):
         if offset:
