@@ -89,9 +89,12 @@ pub const Linux = union(Kind) {
         }
     }
 
-    pub fn setInterest(b: *Linux, fd: sys.fd_t, old: api.Interest, new: api.Interest) sys.Error!void {
+    /// Both Linux backends disarm a one-shot registration after its event.
+    pub const has_oneshot = epoll.Backend.has_oneshot and io_uring.Backend.has_oneshot;
+
+    pub fn setInterest(b: *Linux, fd: sys.fd_t, old: api.Interest, new: api.Interest, how: api.Arm) sys.Error!void {
         switch (b.*) {
-            inline else => |*x| return x.setInterest(fd, old, new),
+            inline else => |*x| return x.setInterest(fd, old, new, how),
         }
     }
 

@@ -34,8 +34,15 @@ fn dropNothing(_: *Callback) void {}
 /// batch is simply skipped.
 pub const IoWatcher = struct {
     fd: sys.fd_t,
+    /// What the kernel will report now (kept by `setInterest`/`armOnce`,
+    /// and dropped to none by the reactor when a one-shot entry fires).
     interest: Interest = .{},
     on_ready: *const fn (*IoWatcher, Event) RunError!void,
+    /// The current registration is one-shot (see `armOnce`).
+    oneshot: bool = false,
+    /// The kernel may hold an entry for `fd`, disarmed by a one-shot event:
+    /// arming again modifies it instead of adding one.
+    registered: bool = false,
 };
 
 /// Adapter hooks around the blocking wait (the CPython adapter releases and
@@ -76,7 +83,7 @@ pub const Reactor = struct {
         errdefer b.deinit();
         var waker = try sys.Waker.init();
         errdefer waker.deinit();
-        try b.setInterest(waker.read_fd, .{}, .{ .read = true });
+        try b.setInterest(waker.read_fd, .{}, .{ .read = true }, .{});
         return .{ .gpa = gpa, .backend = b, .waker = waker };
     }
 
@@ -167,9 +174,34 @@ pub const Reactor = struct {
         r.watchers.items[@intCast(w.fd)] = null;
     }
 
+    /// Level-triggered interest: reported on every pass while ready.
     pub fn setInterest(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
-        if (@as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest))) return;
-        try r.backend.setInterest(w.fd, w.interest, interest);
+        return r.arm(w, interest, false);
+    }
+
+    /// One-shot interest: reported once, after which the kernel disarms the
+    /// entry by itself and the reactor sets `w.interest` to none before
+    /// `on_ready` runs. Arming it again costs one modification (epoll) or
+    /// nothing until the next wait (io_uring), and a wait that finished
+    /// needs no syscall to stop listening: what a `sock_recv` loop pays per
+    /// wait, where add-then-remove costs two. A disarmed entry left behind
+    /// reports nothing, whatever becomes of its fd. Level-triggered where
+    /// the backend has no one-shot mode.
+    pub fn armOnce(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
+        return r.arm(w, interest, backend.Backend.has_oneshot);
+    }
+
+    fn arm(r: *Reactor, w: *IoWatcher, interest: Interest, oneshot: bool) sys.Error!void {
+        const same = @as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest));
+        if (same and (interest.none() or w.oneshot == oneshot)) return;
+        const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered };
+        try r.backend.setInterest(w.fd, w.interest, interest, how);
+        if (!interest.none()) {
+            w.registered = true;
+            w.oneshot = oneshot;
+        } else if (!w.interest.none()) {
+            w.registered = false; // removed from the kernel
+        }
         w.interest = interest;
     }
 
@@ -218,6 +250,7 @@ pub const Reactor = struct {
                 continue;
             }
             const w = r.watcherFor(ev.fd) orelse continue;
+            if (w.oneshot) w.interest = .{}; // the kernel disarmed it
             try w.on_ready(w, ev);
         }
         const end_s = sys.monotonic_s() + r.clock_resolution_s;
@@ -382,4 +415,50 @@ fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
     try std.testing.expectEqual(@as(u32, 1), w.hits);
     r.detach(&w.w);
     try std.testing.expect(r.watcherFor(fd) == null);
+}
+
+fn runNothing(_: *Callback) RunError!void {}
+
+test "a one-shot watcher fires once, stays quiet, and fires again once re-armed" {
+    try eachBackend(caseOneShotWatcher);
+}
+
+fn caseOneShotWatcher(r: *Reactor) !void {
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            // A one-shot entry is disarmed before the call.
+            std.debug.assert(!w.oneshot or w.interest.none());
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady } };
+    // Something ready keeps each pass from blocking.
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.attach(&w.w);
+    try r.armOnce(&w.w, .{ .read = true });
+    var one: u64 = 1;
+    _ = try sys.write(fd, std.mem.asBytes(&one)); // readable from now on
+    for (0..3) |_| {
+        try r.callSoon(&nop);
+        try r.runOnce();
+    }
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
+    try std.testing.expect(w.w.registered and w.w.interest.none());
+    try r.armOnce(&w.w, .{ .read = true });
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 2), w.hits);
+    // Level-triggered again: reported on every pass.
+    try r.setInterest(&w.w, .{ .read = true });
+    for (0..2) |_| {
+        try r.callSoon(&nop);
+        try r.runOnce();
+    }
+    try std.testing.expectEqual(@as(u32, 4), w.hits);
+    r.detach(&w.w);
 }

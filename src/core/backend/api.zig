@@ -16,6 +16,19 @@ pub const Interest = packed struct(u2) {
     }
 };
 
+/// How `setInterest` arms a registration.
+pub const Arm = struct {
+    /// Disarm after one event until armed again: EPOLLONESHOT, or an
+    /// io_uring poll that is not re-armed when it completes. Honoured only
+    /// by a backend whose `has_oneshot` is true; the reactor asks for it
+    /// only there.
+    oneshot: bool = false,
+    /// The kernel may still hold a (disarmed) entry for this fd from an
+    /// earlier one-shot registration, so arming it again is a modification
+    /// rather than an addition (epoll: CTL_MOD first, no statx on io_uring).
+    registered: bool = false,
+};
+
 /// One readiness report.
 pub const Event = struct {
     fd: i32,
@@ -25,7 +38,7 @@ pub const Event = struct {
 
 /// Compile-time proof that `B` offers the whole backend API.
 pub fn check(comptime B: type) void {
-    const required = [_][]const u8{ "init", "deinit", "setInterest", "poll" };
+    const required = [_][]const u8{ "init", "deinit", "setInterest", "poll", "has_oneshot" };
     inline for (required) |decl| {
         if (!@hasDecl(B, decl)) @compileError("backend lacks " ++ decl);
     }

@@ -1,4 +1,4 @@
-//! Linux readiness backend: level-triggered epoll.
+//! Linux readiness backend: epoll, level-triggered (one-shot on request).
 //!
 //! The reactor asks for interest per fd and receives `Event`s; nothing else
 //! about epoll leaks out. Level-triggered so that an event the reactor could
@@ -11,6 +11,10 @@ const api = @import("api.zig");
 pub const name = "epoll";
 
 pub const Backend = struct {
+    /// EPOLLONESHOT: a one-shot entry stays in the interest list, disabled,
+    /// after its event, and `CTL_MOD` re-enables it.
+    pub const has_oneshot = true;
+
     epfd: sys.fd_t,
     buf: [max_events]linux.epoll_event = undefined,
 
@@ -26,7 +30,16 @@ pub const Backend = struct {
     }
 
     /// Moves `fd` from interest `old` to interest `new` (ADD, MOD or DEL).
-    pub fn setInterest(b: *Backend, fd: sys.fd_t, old: api.Interest, new: api.Interest) sys.Error!void {
+    /// Dropping the interest of a disarmed one-shot entry (`old` none)
+    /// leaves it in place: it reports nothing, and the kernel removes it
+    /// with the file.
+    pub fn setInterest(
+        b: *Backend,
+        fd: sys.fd_t,
+        old: api.Interest,
+        new: api.Interest,
+        how: api.Arm,
+    ) sys.Error!void {
         if (old.none() and new.none()) return;
         if (new.none()) {
             sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_DEL, fd, 0) catch |err| switch (err) {
@@ -41,7 +54,9 @@ pub const Backend = struct {
         var mask: u32 = 0;
         if (new.read) mask |= linux.EPOLL.IN;
         if (new.write) mask |= linux.EPOLL.OUT;
-        const op: u32 = if (old.none()) linux.EPOLL.CTL_ADD else linux.EPOLL.CTL_MOD;
+        if (how.oneshot) mask |= linux.EPOLL.ONESHOT;
+        const add = old.none() and !how.registered;
+        const op: u32 = if (add) linux.EPOLL.CTL_ADD else linux.EPOLL.CTL_MOD;
         sys.epoll_ctl(b.epfd, op, fd, mask) catch |err| {
             // A stale registration survives when an fd was closed and its
             // number reused without unregistering; fix it up in place.
@@ -78,7 +93,7 @@ test "epoll reports a readable eventfd" {
     defer b.deinit();
     const fd = try sys.eventfd();
     defer sys.close(fd);
-    try b.setInterest(fd, .{}, .{ .read = true });
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     var one: u64 = 1;
@@ -86,6 +101,6 @@ test "epoll reports a readable eventfd" {
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
     try std.testing.expectEqual(fd, out[0].fd);
     try std.testing.expect(out[0].readable);
-    try b.setInterest(fd, .{ .read = true }, .{});
+    try b.setInterest(fd, .{ .read = true }, .{}, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
 }

@@ -37,6 +37,7 @@ const api = @import("api.zig");
 
 pub const name = "io_uring";
 
+
 /// Why the backend could not be set up; the caller falls back to epoll.
 pub const InitError = sys.Error || error{Unsupported};
 
@@ -70,9 +71,16 @@ const Slot = struct {
     /// A POLL_ADD of (fd, gen) is queued or in the kernel, its completion
     /// not yet seen.
     armed: bool = false,
+    /// Registered one-shot (`api.Arm.oneshot`): its completion drops the
+    /// interest instead of re-arming the poll.
+    oneshot: bool = false,
 };
 
 pub const Backend = struct {
+    /// Every poll here is one-shot already; a one-shot registration is simply
+    /// not re-armed when its completion arrives.
+    pub const has_oneshot = true;
+
     ring: IoUring,
     /// Indexed by fd. Grows by doubling when a larger fd registers: the
     /// only allocation, never per pass. `api` gives `init` no allocator, so
@@ -123,6 +131,7 @@ pub const Backend = struct {
         fd: sys.fd_t,
         old: api.Interest,
         new: api.Interest,
+        how: api.Arm,
     ) sys.Error!void {
         if (old.none() and new.none()) return;
         std.debug.assert(fd >= 0);
@@ -130,10 +139,14 @@ pub const Backend = struct {
             const slot = b.slotOf(fd) orelse return;
             return b.disarm(fd, slot);
         }
-        if (old.none()) try pollable(fd);
+        // A re-arm after a one-shot completion was checked when first
+        // registered; a closed fd then completes with EBADF, as epoll's
+        // CTL_MOD of a closed fd fails.
+        if (old.none() and !how.registered) try pollable(fd);
         const slot = try b.slotFor(fd);
         const before = slot.interest;
         slot.interest = new;
+        slot.oneshot = how.oneshot;
         if (!slot.armed) return b.arm(fd, slot);
         if (mask(before) == mask(new)) return;
         // Replace the armed poll: remove it and arm a new generation, in
@@ -242,17 +255,24 @@ pub const Backend = struct {
         return try b.ready(fd, slot, @intCast(cqe.res));
     }
 
-    /// Re-arms the slot and returns its event for `revents`, if any.
+    /// Returns the slot's event for `revents`, if any, and re-arms it
+    /// (a one-shot slot only when there was no event: the reactor expects
+    /// a one-shot registration to stay armed until it reports something).
     fn ready(b: *Backend, fd: sys.fd_t, slot: *Slot, revents: u32) sys.Error!?api.Event {
         std.debug.assert(!slot.armed);
         if (slot.interest.none()) return null;
-        try b.arm(fd, slot);
         // An error or hang-up wakes both directions, as epoll reports them.
         const failed = revents & (linux.POLL.ERR | linux.POLL.HUP) != 0;
         // The mask may have narrowed since the poll was armed.
         const readable = failed or (slot.interest.read and revents & linux.POLL.IN != 0);
         const writable = failed or (slot.interest.write and revents & linux.POLL.OUT != 0);
-        if (!readable and !writable) return null;
+        const fired = readable or writable;
+        if (slot.oneshot and fired) {
+            slot.interest = .{};
+        } else {
+            try b.arm(fd, slot);
+        }
+        if (!fired) return null;
         return .{ .fd = fd, .readable = readable, .writable = writable };
     }
 
@@ -363,7 +383,7 @@ test "io_uring reports a readable eventfd, level-triggered, and forgets it" {
     defer b.deinit();
     const fd = try sys.eventfd();
     defer sys.close(fd);
-    try b.setInterest(fd, .{}, .{ .read = true });
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     try signal(fd);
@@ -372,7 +392,7 @@ test "io_uring reports a readable eventfd, level-triggered, and forgets it" {
     try std.testing.expect(out[0].readable and !out[0].writable);
     // Not drained: reported again on the next pass, as epoll would.
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
-    try b.setInterest(fd, .{ .read = true }, .{});
+    try b.setInterest(fd, .{ .read = true }, .{}, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
 }
 
@@ -383,19 +403,19 @@ test "io_uring interest changes: narrowing, widening, re-registering" {
     defer sys.close(fd);
     var out: [8]api.Event = undefined;
     // An eventfd is always writable.
-    try b.setInterest(fd, .{}, .{ .read = true, .write = true });
+    try b.setInterest(fd, .{}, .{ .read = true, .write = true }, .{});
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
     try std.testing.expect(out[0].writable and !out[0].readable);
     // Narrowed to read while the re-arm is queued: nothing to report.
-    try b.setInterest(fd, .{ .read = true, .write = true }, .{ .read = true });
+    try b.setInterest(fd, .{ .read = true, .write = true }, .{ .read = true }, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     // Widened again on an armed poll (removed and re-armed).
-    try b.setInterest(fd, .{ .read = true }, .{ .read = true, .write = true });
+    try b.setInterest(fd, .{ .read = true }, .{ .read = true, .write = true }, .{});
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
     try std.testing.expect(out[0].writable);
     // Dropped and re-added in one pass: only the new generation reports.
-    try b.setInterest(fd, .{ .read = true, .write = true }, .{});
-    try b.setInterest(fd, .{}, .{ .write = true });
+    try b.setInterest(fd, .{ .read = true, .write = true }, .{}, .{});
+    try b.setInterest(fd, .{}, .{ .write = true }, .{});
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
     try std.testing.expect(out[0].writable);
 }
@@ -405,16 +425,16 @@ test "io_uring drops completions of a removed fd whose number was reused" {
     defer b.deinit();
     const fd = try sys.eventfd();
     try signal(fd);
-    try b.setInterest(fd, .{}, .{ .read = true });
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
     try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
     // The re-arm is queued; remove, close and reuse the number.
-    try b.setInterest(fd, .{ .read = true }, .{});
+    try b.setInterest(fd, .{ .read = true }, .{}, .{});
     sys.close(fd);
     const again = try sys.eventfd();
     defer sys.close(again);
     try std.testing.expectEqual(fd, again);
-    try b.setInterest(again, .{}, .{ .read = true });
+    try b.setInterest(again, .{}, .{ .read = true }, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
 }
 
@@ -423,11 +443,11 @@ test "io_uring refuses what epoll refuses" {
     defer b.deinit();
     const fd = try sys.eventfd();
     sys.close(fd);
-    try std.testing.expectError(error.BadFd, b.setInterest(fd, .{}, .{ .read = true }));
+    try std.testing.expectError(error.BadFd, b.setInterest(fd, .{}, .{ .read = true }, .{}));
     try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.BADF)), sys.last_errno);
     const dir: sys.fd_t = @intCast(linux.open(".", .{ .DIRECTORY = true, .CLOEXEC = true }, 0));
     defer sys.close(dir);
-    try std.testing.expectError(error.Unexpected, b.setInterest(dir, .{}, .{ .read = true }));
+    try std.testing.expectError(error.Unexpected, b.setInterest(dir, .{}, .{ .read = true }, .{}));
     try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.PERM)), sys.last_errno);
 }
 
@@ -470,7 +490,7 @@ test "io_uring: a partly read socket is reported again; a hang-up wakes both way
     const pair = try socketPair();
     defer sys.close(pair[0]);
     var out: [8]api.Event = undefined;
-    try b.setInterest(pair[0], .{}, .{ .read = true });
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
     _ = try sys.write(pair[1], "abcd");
     var buf: [2]u8 = undefined;
     for (0..2) |_| {
@@ -490,9 +510,9 @@ test "io_uring: removing interest lets a closed socket really close" {
     const pair = try socketPair();
     defer sys.close(pair[1]);
     var out: [8]api.Event = undefined;
-    try b.setInterest(pair[0], .{}, .{ .read = true });
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
-    try b.setInterest(pair[0], .{ .read = true }, .{});
+    try b.setInterest(pair[0], .{ .read = true }, .{}, .{});
     sys.close(pair[0]);
     // The peer sees end-of-file at once: the armed poll held no file.
     var buf: [1]u8 = undefined;
@@ -504,7 +524,7 @@ test "io_uring: a poll armed by one thread completes while that thread sleeps" {
     defer b.deinit();
     const fd = try sys.eventfd();
     defer sys.close(fd);
-    try b.setInterest(fd, .{}, .{ .read = true });
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out)); // armed by this thread
     const Other = struct {

@@ -8,6 +8,10 @@ const sys = @import("../sys.zig");
 pub const name = "kqueue";
 
 pub const Backend = struct {
+    /// Not yet: EV_DISPATCH would be the equivalent. The reactor then keeps
+    /// every registration level-triggered and removes it explicitly.
+    pub const has_oneshot = false;
+
     kq: c.fd_t,
     buf: [max_events]c.Kevent = undefined,
 
@@ -35,7 +39,8 @@ pub const Backend = struct {
         };
     }
 
-    pub fn setInterest(b: *Backend, fd: c.fd_t, old: api.Interest, new: api.Interest) sys.Error!void {
+    pub fn setInterest(b: *Backend, fd: c.fd_t, old: api.Interest, new: api.Interest, how: api.Arm) sys.Error!void {
+        std.debug.assert(!how.oneshot); // has_oneshot is false
         var changes: [2]c.Kevent = undefined;
         var n: usize = 0;
         if (old.read != new.read) {
