@@ -382,3 +382,120 @@ def test_sock_operations_leave_no_descriptors(loop, listener):
     before = open_fds()
     loop.run_until_complete(main())
     assert open_fds() - before == set()
+
+
+# -- waits that follow each other on one fd (zloop keeps a finished wait's
+# -- kernel entry, disarmed, for the next one: these pin what must not change)
+
+
+def test_a_recv_on_a_reused_fd_number_sees_the_new_socket(loop):
+    """A wait finished on a socket, the socket closed and its fd number
+    taken by a new one: the new socket's wait must see its own data."""
+
+    async def one_exchange():
+        a, b = (_nonblocking(s) for s in socket.socketpair())
+        try:
+            fd = b.fileno()
+            loop.call_later(0.01, a.send, b"x")
+            assert await wait_for(loop.sock_recv(b, 10)) == b"x"
+            return fd
+        finally:
+            a.close()
+            b.close()
+
+    async def main():
+        return [await one_exchange() for _ in range(5)]
+
+    fds = loop.run_until_complete(main())
+    assert len(set(fds)) == 1  # the same number each time: the case under test
+
+
+def test_a_transport_takes_over_a_socket_after_sock_waits(loop):
+    """sock_connect (a wait for writability) then a transport on that
+    socket, and a transport after a finished sock_recv wait."""
+    received = []
+
+    class Collect(asyncio.Protocol):
+        def data_received(self, data):
+            received.append(data)
+
+    async def main():
+        a, b = (_nonblocking(s) for s in socket.socketpair())
+        loop.call_later(0.01, a.send, b"first")
+        assert await wait_for(loop.sock_recv(b, 10)) == b"first"
+        transport, _ = await loop.connect_accepted_socket(Collect, b)
+        a.send(b"second")
+        for _ in range(100):
+            if received:
+                break
+            await asyncio.sleep(0.01)
+        transport.close()
+        a.close()
+        await asyncio.sleep(0)
+
+    loop.run_until_complete(main())
+    assert b"".join(received) == b"second"
+
+
+def test_add_reader_right_after_a_finished_recv(loop, pair):
+    a, b = pair
+
+    async def main():
+        loop.call_later(0.01, a.send, b"1")
+        assert await wait_for(loop.sock_recv(b, 10)) == b"1"
+        got = loop.create_future()
+        loop.add_reader(b.fileno(), lambda: got.done() or got.set_result(b.recv(10)))
+        try:
+            a.send(b"2")
+            return await wait_for(got)
+        finally:
+            assert loop.remove_reader(b.fileno())
+
+    assert loop.run_until_complete(main()) == b"2"
+    assert not loop.remove_reader(b.fileno())
+
+
+def test_concurrent_recv_and_sendall_waits_on_one_socket(loop, pair):
+    """A socket with both a reader and a writer waiting: one side's event
+    must not lose the other side's wait."""
+    a, b = pair
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    data = payload(4 * 1024 * 1024)
+
+    async def drain_later():
+        await asyncio.sleep(0.05)
+        a.send(b"hello")  # wakes the reader while the writer still waits
+        await asyncio.sleep(0.05)
+        got = bytearray()
+        while len(got) < len(data):
+            chunk = await loop.sock_recv(a, 1 << 20)
+            assert chunk
+            got += chunk
+        return bytes(got)
+
+    async def main():
+        recv = loop.create_task(loop.sock_recv(b, 10))
+        send = loop.create_task(loop.sock_sendall(b, data))
+        got = await wait_for(drain_later())
+        assert await wait_for(recv) == b"hello"
+        await wait_for(send)
+        return got
+
+    assert loop.run_until_complete(main()) == data
+
+
+def test_a_cancelled_wait_stops_watching_at_once(loop, pair):
+    a, b = pair
+
+    async def main():
+        task = loop.create_task(loop.sock_recv(b, 10))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Nothing watches b any more: a reader added now is the only one.
+        assert not loop.remove_reader(b.fileno())
+        a.send(b"after")
+        return await wait_for(loop.sock_recv(b, 10))
+
+    assert loop.run_until_complete(main()) == b"after"

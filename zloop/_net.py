@@ -12,7 +12,6 @@ and finish their future from the readiness callback.
 import asyncio
 import collections.abc
 import errno
-import functools
 import logging
 import operator
 import os
@@ -431,29 +430,21 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if self.get_debug() and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
 
-    def _wait_fd(self, fut, fd, read, callback, *args):
-        """Run callback(fut, *args) on each readiness of fd until fut is
-        done; the watcher goes away with the future (done or cancelled)."""
-        if read:
-            handle = self._add_reader(fd, callback, fut, *args)
-        else:
-            handle = self._add_writer(fd, callback, fut, *args)
-        fut.add_done_callback(functools.partial(self._sock_done, fd, read, handle))
-
-    def _sock_done(self, fd, read, handle, fut):
-        # Runs a pass after fut is done: by then another sock_* call on the
-        # same fd may have put its own watcher in place, which cancelled this
-        # one's handle. Leave that one alone (asyncio's _sock_read_done does
-        # the same since bpo-30064).
-        if self.is_closed() or handle.cancelled():
-            return
-        if read:
-            self._remove_reader(fd)
-        else:
-            self._remove_writer(fd)
+    async def _sock_wait_for(self, fd, write, ready, *args):
+        """Wait for fd with ready(fut, fd, *args) run on each readiness until
+        it returns True (LoopCore._sock_wait: one-shot, no syscall to stop
+        watching). A cancelled or abandoned wait stops watching at once."""
+        fut = self._sock_wait(fd, write, ready, *args)
+        try:
+            return await fut
+        except BaseException:
+            self._sock_cancel(fd, fut)
+            raise
+        finally:
+            fut = None  # break the traceback cycle, as asyncio does
 
     @staticmethod
-    def _sock_try(fut, op, *args):
+    def _sock_try(fut, fd, op, *args):
         """One non-blocking attempt of op(*args) finishing fut; False if
         the socket would block."""
         if fut.done():
@@ -476,9 +467,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return op(*args)
         except (BlockingIOError, InterruptedError):
             pass
-        fut = self.create_future()
-        self._wait_fd(fut, sock.fileno(), read, self._sock_try, op, *args)
-        return await fut
+        return await self._sock_wait_for(sock.fileno(), not read, self._sock_try, op, *args)
 
     # ------------------------------------------------------ sock_* API
 
@@ -491,9 +480,12 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         data = _sock_recv_now(fd, n)
         if data is not None:
             return data
-        fut = self.create_future()
-        self._wait_fd(fut, fd, True, _sock_recv_ready, fd, n)
-        return await fut
+        fut = self._sock_wait(fd, False, _sock_recv_ready, n)
+        try:
+            return await fut
+        except BaseException:
+            self._sock_cancel(fd, fut)
+            raise
 
     async def sock_recv_into(self, sock, buf):
         self._check_sock(sock)
@@ -501,10 +493,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             pass
-        fut = self.create_future()
-        fd = sock.fileno()
-        self._wait_fd(fut, fd, True, _sock_recv_into_ready, fd, buf)
-        return await fut
+        return await self._sock_wait_for(sock.fileno(), False, _sock_recv_into_ready, buf)
 
     # The method is looked up on the socket at each attempt, as asyncio's
     # retry callbacks do (a socket object whose method is swapped between
@@ -530,10 +519,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             n = 0
         if n == len(data):
             return
-        fut = self.create_future()
-        fd = sock.fileno()
-        self._wait_fd(fut, fd, False, _sock_sendall_ready, fd, memoryview(data), [n])
-        return await fut
+        return await self._sock_wait_for(sock.fileno(), True, _sock_sendall_ready, memoryview(data), [n])
 
     async def sock_connect(self, sock, address):
         self._check_sock(sock)
@@ -544,23 +530,18 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return
         except (BlockingIOError, InterruptedError):
             pass
-        fut = self.create_future()
-        self._wait_fd(fut, sock.fileno(), False, self._sock_connect_ready, sock, address)
-        try:
-            return await fut
-        finally:
-            fut = None  # break the traceback cycle, as asyncio does
+        return await self._sock_wait_for(sock.fileno(), True, self._sock_connect_ready, sock, address)
 
     @staticmethod
-    def _sock_connect_ready(fut, sock, address):
+    def _sock_connect_ready(fut, fd, sock, address):
         if fut.done():
-            return
+            return True
         try:
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err != 0:
                 raise OSError(err, f"Connect call failed {address}")
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -572,6 +553,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             # exc -> traceback is a cycle that outlives the call (as asyncio's
             # _sock_connect_cb since CPython gh-124859).
             fut = None
+        return True
 
     async def sock_accept(self, sock):
         return await self._sock_io(sock, True, self._accept_nonblocking, sock)

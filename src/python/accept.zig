@@ -385,10 +385,7 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     }
     const fd: i32 = @intCast(fd_long);
-    if (l.reactor.watcherFor(fd) != null) {
-        const msg = "File descriptor %d is used by another watcher";
-        return c.PyErr_Format(c.PyExc_RuntimeError, msg, fd);
-    }
+    const registered = loop_mod.claimFd(l, fd) orelse return null;
     const sock_type = longArg(args[3]) orelse return null;
     const backlog = longArg(args[5]) orelse return null;
     if (c.PyCallable_Check(args[6]) == 0) {
@@ -402,7 +399,7 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         py.decref(type_obj);
         return null;
     };
-    a.w = .{ .fd = fd, .on_ready = onReady };
+    a.w = .{ .fd = fd, .on_ready = onReady, .registered = registered };
     a.backlog = @intCast(std.math.clamp(backlog, 1, std.math.maxInt(i32)));
     a.loop = py.newref(loop_obj);
     a.family_obj = py.newref(args[2].?);

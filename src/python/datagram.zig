@@ -617,9 +617,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const fd_long = longArg(args[1]) orelse return null;
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     const fd: i32 = @intCast(fd_long);
-    if (l.reactor.watcherFor(fd) != null) {
-        return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by another watcher", fd);
-    }
+    const registered = loop_mod.claimFd(l, fd) orelse return null;
     const connected = c.PyObject_IsTrue(args[4]);
     const send_empty = c.PyObject_IsTrue(args[6]);
     if (connected < 0 or send_empty < 0) return null;
@@ -628,7 +626,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = onReady },
+        .w = .{ .fd = fd, .on_ready = onReady, .registered = registered },
         .family = @intCast(family & 0xffff),
         .connected = connected != 0,
         .send_empty = send_empty != 0,

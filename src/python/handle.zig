@@ -29,6 +29,9 @@ pub const Kind = enum(u8) {
     io,
     /// call_later/call_at.
     timer,
+    /// A `sock_*` wait (`LoopCore._sock_wait`): an fd handle whose callback
+    /// returns True once it finished its future; the watcher then drops it.
+    sock,
 };
 
 pub const Handle = struct {

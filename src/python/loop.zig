@@ -36,11 +36,41 @@ comptime {
 
 pub var LoopType: c.PyTypeObject = undefined;
 
-/// add_reader/add_writer state for one fd.
+/// add_reader/add_writer and sock_* wait state for one fd.
+///
+/// A watcher whose handles are all `sock_*` waits registers one-shot (see
+/// `core.Reactor.armOnce`): the wait that finishes leaves a disarmed kernel
+/// entry and the watcher stays in the table without handles ("parked"), so
+/// the next wait on that fd re-arms it instead of adding it anew, and no
+/// wait pays a removal. Any plain add_reader/add_writer handle makes the
+/// watcher level-triggered, as asyncio's selector is.
 const FdWatcher = struct {
     w: core.IoWatcher,
     reader: ?*Handle = null,
     writer: ?*Handle = null,
+
+    fn idle(fw: *const FdWatcher) bool {
+        return fw.reader == null and fw.writer == null;
+    }
+
+    fn interest(fw: *const FdWatcher) core.Interest {
+        return .{ .read = fw.reader != null, .write = fw.writer != null };
+    }
+
+    /// Every handle present is a sock_* wait (so one-shot fits).
+    fn onlyWaits(fw: *const FdWatcher) bool {
+        inline for (.{ fw.reader, fw.writer }) |slot| {
+            if (slot) |h| if (h.kind != .sock) return false;
+        }
+        return true;
+    }
+
+    /// Tells the kernel what the handles now want.
+    fn apply(fw: *FdWatcher, loop: *Loop) core.sys.Error!void {
+        const want = fw.interest();
+        if (fw.onlyWaits()) return loop.reactor.armOnce(&fw.w, want);
+        return loop.reactor.setInterest(&fw.w, want);
+    }
 };
 
 pub fn isDebug(loop: ?*Obj) bool {
@@ -57,11 +87,14 @@ pub fn runHandle(h: *Handle) core.RunError!void {
     const t0 = if (loop.debug) core.sys.monotonic_s() else 0;
     const result = handle.invoke(h);
     h.running = false;
+    const finished = py.isTrue(result); // what a sock_* wait's callback says
     if (result) |r| py.decref(r) else try reportError(loop, h);
+    if (h.kind == .sock) sockWaitRan(loop, h, finished);
     if (loop.debug) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
     // One-shot handles let go of their callback once it ran (uvloop does
     // the same); handles are not GC-tracked, so this is what breaks cycles.
-    if (h.kind != .io or h.cancelled) handle.releaseCallback(h);
+    const repeats = h.kind == .io or h.kind == .sock;
+    if (!repeats or h.cancelled) handle.releaseCallback(h);
 }
 
 /// Hands a callback's exception to `loop.call_exception_handler` (through
@@ -379,6 +412,9 @@ fn setTaskFactory(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int 
 
 fn onFdReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     const fw: *FdWatcher = @fieldParentPtr("w", w);
+    // Parked: only a stale kernel entry (an fd closed while armed, whose
+    // file lives on elsewhere) can still report, and nobody is waiting.
+    if (fw.idle()) return;
     const loop = py.cast(Loop, watcherLoop(fw));
     if (ev.readable) if (fw.reader) |h| try queueIo(loop, fw, h, true);
     if (ev.writable) if (fw.writer) |h| try queueIo(loop, fw, h, false);
@@ -418,14 +454,31 @@ fn watcherFor(loop: *Loop, fd: i32, create: bool) error{ OutOfMemory, UsedByTran
     return fw;
 }
 
+/// Frees a watcher left without handles, unless it parks: a disarmed
+/// one-shot entry is kept, with its watcher, for the fd's next wait.
 fn releaseWatcherIfIdle(loop: *Loop, fw: *FdWatcher) void {
-    if (fw.reader != null or fw.writer != null) return;
+    if (!fw.idle()) return;
+    if (fw.w.registered and fw.w.interest.none()) return;
     loop.reactor.detach(&fw.w);
     gpa.destroy(fw);
 }
 
-fn interestOf(fw: *FdWatcher) core.Interest {
-    return .{ .read = fw.reader != null, .write = fw.writer != null };
+/// For a native transport or server about to watch `fd`: frees the parked
+/// watcher of `fd`, if that is what holds it, and returns whether a
+/// disarmed kernel entry remains (the newcomer's `IoWatcher.registered`,
+/// so its first registration is a modification). Null with RuntimeError
+/// set when a live watcher holds the fd.
+pub fn claimFd(loop: *Loop, fd: i32) ?bool {
+    const w = loop.reactor.watcherFor(fd) orelse return false;
+    const parked = !transport.isTransportWatcher(w) and @as(*FdWatcher, @fieldParentPtr("w", w)).idle();
+    if (!parked) {
+        _ = c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by another watcher", fd);
+        return null;
+    }
+    const registered = w.registered;
+    loop.reactor.detach(w);
+    gpa.destroy(@as(*FdWatcher, @fieldParentPtr("w", w)));
+    return registered;
 }
 
 /// `_add_reader(fd, callback, *args)` / `_add_writer`: fd is already an int.
@@ -438,27 +491,132 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     const fd: i32 = @intCast(fd_long);
     const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
+    if (!installIo(loop, fd, read, h)) return null;
+    return py.newref(py.obj(h));
+}
+
+/// Puts `h` (its creation reference, consumed) in fd's reader or writer
+/// slot, cancelling the handle it replaces, and updates the kernel's
+/// interest. False with the Python error set when that fails.
+fn installIo(loop: *Loop, fd: i32, read: bool, h: *Handle) bool {
     const fw = (watcherFor(loop, fd, true) catch |err| {
         py.decref(py.obj(h));
-        return usedByTransport(loop, fd, err);
+        _ = usedByTransport(loop, fd, err);
+        return false;
     }).?;
-    var want = interestOf(fw);
-    if (read) want.read = true else want.write = true;
-    loop.reactor.setInterest(&fw.w, want) catch {
-        py.decref(py.obj(h));
-        const errno = core.sys.last_errno;
-        releaseWatcherIfIdle(loop, fw);
-        return py.raiseErrno(errno);
-    };
     const slot = if (read) &fw.reader else &fw.writer;
     const old = slot.*;
     slot.* = h; // the watcher owns the creation reference
+    fw.apply(loop) catch {
+        const errno = core.sys.last_errno;
+        slot.* = old;
+        py.decref(py.obj(h));
+        fw.apply(loop) catch {};
+        releaseWatcherIfIdle(loop, fw);
+        _ = py.raiseErrno(errno);
+        return false;
+    };
     if (old) |o| {
         o.cancelled = true;
         handle.releaseCallback(o);
         py.decref(py.obj(o));
     }
-    return py.newref(py.obj(h));
+    return true;
+}
+
+// ---------------------------------------------------------- sock_* waits
+
+/// `_sock_wait(fd, write, ready, *args)` -> a new future. Installs
+/// `ready(fut, fd, *args)` as fd's reader (writer if `write`), one-shot:
+/// it runs on each readiness until it returns True (it finished `fut`, or
+/// found it done), then leaves the watcher with no syscall. As asyncio's
+/// add_reader in `sock_recv`, it replaces a reader already there.
+fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (nargs < 3 or nargs > 1 + handle.inline_args) {
+        return py.raise(c.PyExc_TypeError, "_sock_wait(fd, write, ready, *args): wrong arguments");
+    }
+    if (!checkClosed(loop)) return null;
+    const fd = parseFd(args[0]) orelse return null;
+    const write = c.PyObject_IsTrue(args[1]);
+    if (write < 0) return null;
+    const fut = createFuture(self, null) orelse return null;
+    var argv: [handle.inline_args]?*Obj = undefined;
+    argv[0] = fut;
+    argv[1] = args[0];
+    const extra: usize = @intCast(nargs - 3);
+    for (0..extra) |i| argv[2 + i] = args[3 + i];
+    const h = handle.create(&handle.HandleType, .sock, self.?, args[2].?, argv[0 .. 2 + extra], null) orelse {
+        py.decref(fut);
+        return null;
+    };
+    if (!installIo(loop, fd, write == 0, h)) {
+        py.decref(fut);
+        return null;
+    }
+    return fut;
+}
+
+/// `_sock_cancel(fd, fut)`: the wait for `fut` on fd (cancelled, or its
+/// coroutine closed) stops watching now, as asyncio's done-callback does.
+/// Nothing happens if it already finished or was replaced.
+fn sockCancel(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_sock_cancel(fd, fut)");
+    if (loop.closed or !loop.has_reactor) return py.newref(py.none());
+    const fd = parseFd(args[0]) orelse return null;
+    const fw = (watcherFor(loop, fd, false) catch null) orelse return py.newref(py.none());
+    inline for (.{ &fw.reader, &fw.writer }) |slot| {
+        if (slot.*) |h| if (h.kind == .sock and h.argv[1] == args[1]) {
+            dropIo(loop, fw, slot);
+            return py.newref(py.none());
+        };
+    }
+    return py.newref(py.none());
+}
+
+/// After a sock_* wait's callback ran: a finished wait leaves its slot
+/// (its one-shot entry already disarmed: no syscall); an unfinished one
+/// (spurious wake-up) is armed again.
+fn sockWaitRan(loop: *Loop, h: *Handle, finished: bool) void {
+    if (h.cancelled or !loop.has_reactor) return; // replaced or removed meanwhile
+    const fd = parseFd(h.argv[2]) orelse {
+        c.PyErr_Clear();
+        return;
+    };
+    const fw = (watcherFor(loop, fd, false) catch null) orelse return;
+    const slot = if (fw.reader == h) &fw.reader else if (fw.writer == h) &fw.writer else return;
+    if (finished) return dropIo(loop, fw, slot);
+    fw.apply(loop) catch {
+        // Re-arming failed (the fd went away): end the wait with the error
+        // rather than leave it pending forever.
+        const errno = core.sys.last_errno;
+        failWait(h.argv[1].?, errno);
+        dropIo(loop, fw, slot);
+    };
+}
+
+/// `fut.set_exception(OSError(errno))` unless fut is done; errors from
+/// that are reported as unraisable.
+fn failWait(fut: *Obj, errno: u16) void {
+    _ = py.raiseErrno(errno);
+    const exc = py.fetchException() orelse return;
+    defer py.decref(exc);
+    const done = c.PyObject_CallMethod(fut, "done", null) orelse return c.PyErr_WriteUnraisable(fut);
+    defer py.decref(done);
+    if (py.isTrue(done)) return;
+    const r = c.PyObject_CallMethod(fut, "set_exception", "O", exc) orelse return c.PyErr_WriteUnraisable(fut);
+    py.decref(r);
+}
+
+pub fn parseFd(o: ?*Obj) ?i32 {
+    const v = c.PyLong_AsLong(o);
+    if (v == -1 and c.PyErr_Occurred() != null) return null;
+    if (v < 0 or v > std.math.maxInt(i32)) {
+        c.PyErr_SetString(c.PyExc_ValueError, "Invalid file descriptor");
+        return null;
+    }
+    return @intCast(v);
 }
 
 fn usedByTransport(loop: *Loop, fd: i32, err: anyerror) ?*Obj {
@@ -473,14 +631,22 @@ fn removeIo(loop: *Loop, fd: i32, read: bool) error{Failed}!bool {
         return error.Failed;
     }) orelse return false;
     const slot = if (read) &fw.reader else &fw.writer;
-    const old = slot.* orelse return false;
+    if (slot.* == null) return false;
+    dropIo(loop, fw, slot);
+    return true;
+}
+
+/// Empties one of fw's slots: the handle is cancelled and released, the
+/// kernel told (nothing to tell for a fired one-shot entry), and the
+/// watcher freed or parked if that was its last handle.
+fn dropIo(loop: *Loop, fw: *FdWatcher, slot: *?*Handle) void {
+    const old = slot.*.?;
     slot.* = null;
-    loop.reactor.setInterest(&fw.w, interestOf(fw)) catch {};
+    fw.apply(loop) catch {};
     if (!old.running) handle.releaseCallback(old);
     old.cancelled = true;
     py.decref(py.obj(old));
     releaseWatcherIfIdle(loop, fw);
-    return true;
 }
 
 fn removeIoM(self: ?*Obj, fd_obj: ?*Obj, read: bool) ?*Obj {
@@ -592,8 +758,11 @@ fn counts(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (!loop.has_reactor) return c.Py_BuildValue("(nnn)", @as(py.Ssize, 0), @as(py.Ssize, 0), @as(py.Ssize, 0));
     var nw: py.Ssize = 0;
-    for (loop.reactor.watchers.items) |w| {
-        if (w != null) nw += 1;
+    for (loop.reactor.watchers.items) |maybe| {
+        const w = maybe orelse continue;
+        // A parked watcher holds no handle and no reference: not counted.
+        if (!transport.isTransportWatcher(w) and @as(*FdWatcher, @fieldParentPtr("w", w)).idle()) continue;
+        nw += 1;
     }
     return c.Py_BuildValue("(nnn)", @as(py.Ssize, @intCast(loop.reactor.readyCount())), @as(py.Ssize, @intCast(loop.reactor.timerCount())), nw);
 }
@@ -768,6 +937,8 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_debug_counts", counts, null),
     py.methodFast("_add_reader", addReader, null),
     py.methodFast("_add_writer", addWriter, null),
+    py.methodFast("_sock_wait", sockWait, null),
+    py.methodFast("_sock_cancel", sockCancel, null),
     py.methodO("_remove_reader", removeReader, null),
     py.methodO("_remove_writer", removeWriter, null),
     py.methodO("_io_handles", ioHandles, null),

@@ -40,6 +40,11 @@ pub inline fn isNone(o: ?*Obj) bool {
     return o == null or o.? == none();
 }
 
+/// `o is True` (a borrowed or null reference).
+pub fn isTrue(o: ?*Obj) bool {
+    return o == @as(?*Obj, @ptrCast(&c._Py_TrueStruct));
+}
+
 pub fn boolean(v: bool) *Obj {
     const o: *Obj = if (v) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct);
     return newref(o);

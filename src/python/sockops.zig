@@ -1,9 +1,10 @@
 //! Native readiness callbacks for the `sock_*` coroutines. `zloop._net`
-//! tries the syscall first and, when it would block, registers one of these
-//! with `_add_reader`/`_add_writer` (args: the future, the fd, ...): the
-//! syscall then runs here, inside the readiness dispatch, and completes the
-//! future with no Python frame in between. As asyncio's `_sock_recv` and
-//! friends: a done future (cancelled) is left alone, EAGAIN/EINTR wait for
+//! tries the syscall first and, when it would block, installs one of these
+//! with `LoopCore._sock_wait` (args: the future, the fd, ...): the syscall
+//! then runs here, when the fd is ready, and completes the future with no
+//! Python frame in between. Each returns True once the wait is over (the
+//! future finished here, or found done: cancelled) and False to keep
+//! waiting. As asyncio's `_sock_recv` and friends: EAGAIN/EINTR wait for
 //! the next readiness, any other errno becomes the future's OSError.
 const std = @import("std");
 const py = @import("py.zig");
@@ -25,32 +26,38 @@ fn futureDone(fut: *Obj) ?bool {
     return r == @as(*Obj, @ptrCast(&c._Py_TrueStruct));
 }
 
-/// `fut.set_result(value)`, consuming `value`.
+/// `fut.set_result(value)`, consuming `value`; True (the wait is over).
 fn resolve(fut: *Obj, value: *Obj) ?*Obj {
     defer py.decref(value);
-    return c.PyObject_CallMethodObjArgs(fut, names.set_result, value, @as(?*Obj, null));
+    const r = c.PyObject_CallMethodObjArgs(fut, names.set_result, value, @as(?*Obj, null)) orelse return null;
+    py.decref(r);
+    return py.newref(py.boolean(true));
 }
 
 /// `fut.set_exception(OSError(errno, strerror))`: the errno picks the
-/// subclass (ConnectionResetError...), as the socket module raises.
+/// subclass (ConnectionResetError...), as the socket module raises; True.
 fn reject(fut: *Obj, errno: u16) ?*Obj {
     const e: c_int = errno;
     const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
     defer py.decref(args);
     const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
     defer py.decref(exc);
-    return c.PyObject_CallMethodObjArgs(fut, names.set_exception, exc, @as(?*Obj, null));
+    const r = c.PyObject_CallMethodObjArgs(fut, names.set_exception, exc, @as(?*Obj, null)) orelse return null;
+    py.decref(r);
+    return py.newref(py.boolean(true));
 }
 
-fn parseFd(o: ?*Obj) ?i32 {
-    const v = c.PyLong_AsLong(o);
-    if (v == -1 and c.PyErr_Occurred() != null) return null;
-    if (v < 0 or v > std.math.maxInt(i32)) {
-        c.PyErr_SetString(c.PyExc_ValueError, "Invalid file descriptor");
-        return null;
-    }
-    return @intCast(v);
+/// The wait goes on: False.
+fn pending() ?*Obj {
+    return py.newref(py.boolean(false));
 }
+
+/// The future is done already (cancelled): the wait is over.
+fn over() ?*Obj {
+    return py.newref(py.boolean(true));
+}
+
+const parseFd = @import("loop.zig").parseFd;
 
 fn checkArgs(nargs: py.Ssize, want: py.Ssize, comptime name: [:0]const u8) bool {
     if (nargs == want) return true;
@@ -96,10 +103,10 @@ fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
 fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
     const fut = args[0].?;
-    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    if (futureDone(fut) orelse return null) return over();
     return switch (recvBytes(args[1], args[2]) orelse return null) {
         .data => |data| resolve(fut, data),
-        .would_block => py.newref(py.none()),
+        .would_block => pending(),
         .failed => |errno| reject(fut, errno),
     };
 }
@@ -120,7 +127,7 @@ fn recvNow(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(
 fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 3, "_sock_recv_into_ready")) return null;
     const fut = args[0].?;
-    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    if (futureDone(fut) orelse return null) return over();
     const fd = parseFd(args[1]) orelse return null;
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(args[2], &view, c.PyBUF_WRITABLE) < 0) return null;
@@ -128,7 +135,7 @@ fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) cal
     c.PyBuffer_Release(&view);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
-        .AGAIN, .INTR => return py.newref(py.none()),
+        .AGAIN, .INTR => return pending(),
         else => |e| return reject(fut, @intFromEnum(e)),
     }
     const n = c.PyLong_FromSize_t(rc) orelse return null;
@@ -140,7 +147,7 @@ fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) cal
 fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 4, "_sock_sendall_ready")) return null;
     const fut = args[0].?;
-    if (futureDone(fut) orelse return null) return py.newref(py.none());
+    if (futureDone(fut) orelse return null) return over();
     const fd = parseFd(args[1]) orelse return null;
     const pos_list = args[3].?;
     if (c.PyList_Check(pos_list) == 0 or c.PyList_Size(pos_list) != 1) {
@@ -157,14 +164,14 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
     const rc = linux.sendto(fd, all + from, len - from, linux.MSG.NOSIGNAL, null, 0);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
-        .AGAIN, .INTR => return py.newref(py.none()),
+        .AGAIN, .INTR => return pending(),
         else => |e| return reject(fut, @intFromEnum(e)),
     }
     const now = from + rc;
     if (now == len) return resolve(fut, py.newref(py.none()));
     const pos = c.PyLong_FromSize_t(now) orelse return null;
     if (c.PyList_SetItem(pos_list, 0, pos) < 0) return null; // steals `pos`
-    return py.newref(py.none());
+    return pending();
 }
 
 var functions = [_]c.PyMethodDef{

@@ -432,13 +432,15 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     const fd: i32 = @intCast(fd_long);
-    if (l.reactor.watcherFor(fd) != null) {
-        return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by another watcher", fd);
-    }
     const buffered = c.PyObject_IsTrue(args[3]);
     if (buffered < 0) return null;
+    const registered = loop_mod.claimFd(l, fd) orelse return null;
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
-    in.* = .{ .owner = t, .w = .{ .fd = fd, .on_ready = onReady }, .buffered = buffered != 0 };
+    in.* = .{
+        .owner = t,
+        .w = .{ .fd = fd, .on_ready = onReady, .registered = registered },
+        .buffered = buffered != 0,
+    };
     l.reactor.attach(&in.w) catch {
         gpa.destroy(in);
         return c.PyErr_NoMemory();
