@@ -164,9 +164,6 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))
         self._protocol_connected = True
 
-    def writelines(self, list_of_data):
-        self.write(b"".join(list_of_data))
-
     def set_write_buffer_limits(self, high=None, low=None):
         if high is None:
             high = 64 * 1024 if low is None else 4 * low

@@ -51,9 +51,8 @@ pub const Transport = extern struct {
 const Inner = struct {
     owner: *Transport,
     w: core.IoWatcher,
-    wbuf: std.ArrayList(u8) = .empty,
-    /// Bytes of `wbuf` before this offset are already sent.
-    wpos: usize = 0,
+    /// What write()/writelines() could not send yet (see `WriteQueue`).
+    wq: WriteQueue = .{},
     high: usize = 64 * 1024,
     low: usize = 16 * 1024,
     conn_lost: u32 = 0,
@@ -79,7 +78,148 @@ const Inner = struct {
     sendfile_writer: ?*Obj = null,
 
     fn pending(in: *const Inner) usize {
-        return in.wbuf.items.len - in.wpos;
+        return in.wq.size;
+    }
+};
+
+/// A write's unsent rest of at least this many bytes, from an object whose
+/// bytes cannot change (see `immutableOwner`), is kept by reference: a
+/// 300 MB `bytes` the socket does not take costs no copy and no memory.
+/// Shorter rests are copied into `copy_block_bytes` blocks: a copy this
+/// small (about a microsecond) costs no more than a segment of its own
+/// (a reference, an iovec, its share of the kernel's per-iovec work), and
+/// it keeps many small writes to a few iovecs: a buffer at the default
+/// 64 KiB high-water mark spans about five blocks.
+const ref_min_bytes = 16 * 1024;
+/// The least size of a copy block (a longer mutable rest gets a block of
+/// its own length). Small enough to waste little per idle transport.
+const copy_block_bytes = 16 * 1024;
+/// iovecs per sendmsg (Linux's `UIO_MAXIOV`); 16 KiB of stack.
+const iov_max = linux.IOV_MAX;
+
+/// One stretch of unsent bytes: `base[start..end]`.
+const Seg = struct {
+    base: [*]u8,
+    start: usize,
+    end: usize,
+    /// A copy block's allocation size, `end` growing up to it while the
+    /// block is the queue's tail; 0 for a reference.
+    cap: usize,
+    /// The `bytes` holding the data (a strong reference), or null when the
+    /// segment owns a copy block.
+    owner: ?*Obj,
+
+    fn release(s: *Seg) void {
+        if (s.owner) |o| py.decref(o) else gpa.free(s.base[0..s.cap]);
+        s.* = undefined;
+    }
+};
+
+/// The write buffer: a FIFO of segments, flushed with sendmsg over several
+/// iovecs. Exact `bytes` are the only objects referenced, so releasing a
+/// segment never runs Python code (no finalizer, no `__release_buffer__`)
+/// and may happen anywhere, dealloc and tp_clear included.
+const WriteQueue = struct {
+    segs: std.ArrayList(Seg) = .empty,
+    /// Segments before this index are sent and released.
+    head: usize = 0,
+    /// Unsent bytes in all segments: get_write_buffer_size(), exactly.
+    size: usize = 0,
+
+    fn live(q: *WriteQueue) []Seg {
+        return q.segs.items[q.head..];
+    }
+
+    /// Copies `data` behind what is queued: first into the tail block's
+    /// room, then into one new block. On OutOfMemory nothing is queued.
+    fn appendCopy(q: *WriteQueue, data: []const u8) error{OutOfMemory}!void {
+        const tail: ?*Seg = if (q.live().len > 0) &q.segs.items[q.segs.items.len - 1] else null;
+        const room: usize = if (tail) |s| (if (s.owner == null) s.cap - s.end else 0) else 0;
+        if (data.len > room) {
+            try q.segs.ensureUnusedCapacity(gpa, 1);
+            const rest = data.len - room;
+            const block = try gpa.alloc(u8, @max(rest, copy_block_bytes));
+            @memcpy(block[0..rest], data[room..]);
+            q.segs.appendAssumeCapacity(.{
+                .base = block.ptr,
+                .start = 0,
+                .end = rest,
+                .cap = block.len,
+                .owner = null,
+            });
+        }
+        const head_part = @min(room, data.len);
+        if (head_part > 0) {
+            const s = tail.?;
+            @memcpy(s.base[s.end..][0..head_part], data[0..head_part]);
+            s.end += head_part;
+        }
+        q.size += data.len;
+    }
+
+    /// Queues `data`, which lies inside the immutable `owner`, by reference.
+    fn appendRef(q: *WriteQueue, owner: *Obj, data: []const u8) error{OutOfMemory}!void {
+        std.debug.assert(c.PyBytes_CheckExact(owner) != 0);
+        try q.segs.append(gpa, .{
+            .base = @constCast(data.ptr),
+            .start = 0,
+            .end = data.len,
+            .cap = 0,
+            .owner = owner,
+        });
+        py.incref(owner);
+        q.size += data.len;
+    }
+
+    /// Points `iov` at the first segments; returns how many it filled.
+    fn gather(q: *WriteQueue, iov: []std.posix.iovec_const) usize {
+        const segs = q.live();
+        const n = @min(segs.len, iov.len);
+        for (segs[0..n], iov[0..n]) |s, *v| {
+            v.* = .{ .base = s.base + s.start, .len = s.end - s.start };
+        }
+        return n;
+    }
+
+    /// Drops `sent` bytes from the front, releasing what is fully sent.
+    fn consume(q: *WriteQueue, sent: usize) void {
+        std.debug.assert(sent <= q.size);
+        q.size -= sent;
+        var left = sent;
+        while (left > 0) {
+            const s = &q.segs.items[q.head];
+            const n = s.end - s.start;
+            if (n > left) {
+                s.start += left;
+                break;
+            }
+            left -= n;
+            s.release();
+            q.head += 1;
+        }
+        q.compact();
+    }
+
+    /// Keeps the segment array from creeping: reset when empty (freed when
+    /// a burst grew it big), shifted down when mostly sent.
+    fn compact(q: *WriteQueue) void {
+        if (q.head == q.segs.items.len) {
+            q.segs.clearRetainingCapacity();
+            q.head = 0;
+            if (q.segs.capacity > 1024) q.segs.clearAndFree(gpa);
+        } else if (q.head >= 64 and q.head > q.segs.items.len / 2) {
+            const rest = q.segs.items[q.head..];
+            std.mem.copyForwards(Seg, q.segs.items[0..rest.len], rest);
+            q.segs.shrinkRetainingCapacity(rest.len);
+            q.head = 0;
+        }
+    }
+
+    /// Drops everything unsent (abort, a send error, dealloc).
+    fn releaseAll(q: *WriteQueue) void {
+        for (q.live()) |*s| s.release();
+        q.segs.deinit(gpa);
+        q.* = .{};
     }
 };
 
@@ -216,25 +356,23 @@ fn maybeResume(t: *Transport) bool {
     return callSelf(t, names.resume_cb);
 }
 
-fn compact(in: *Inner) void {
-    if (in.wpos == in.wbuf.items.len) {
-        in.wbuf.clearRetainingCapacity();
-        in.wpos = 0;
-        // Give a big burst's memory back rather than pinning it forever.
-        if (in.wbuf.capacity > 4 * 1024 * 1024) {
-            in.wbuf.deinit(gpa);
-            in.wbuf = .empty;
-        }
-    } else if (in.wpos > in.wbuf.items.len / 2) {
-        const rest = in.wbuf.items[in.wpos..];
-        std.mem.copyForwards(u8, in.wbuf.items[0..rest.len], rest);
-        in.wbuf.shrinkRetainingCapacity(rest.len);
-        in.wpos = 0;
-    }
-}
-
 fn sendRaw(fd: i32, data: []const u8) usize {
     return linux.sendto(fd, data.ptr, data.len, linux.MSG.NOSIGNAL, null, 0);
+}
+
+/// One gathering send; like `sendRaw`, never SIGPIPE.
+fn sendIov(fd: i32, iov: []const std.posix.iovec_const) usize {
+    std.debug.assert(iov.len <= iov_max);
+    const msg: linux.msghdr_const = .{
+        .name = null,
+        .namelen = 0,
+        .iov = iov.ptr,
+        .iovlen = iov.len,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
+    };
+    return linux.sendmsg(fd, &msg, linux.MSG.NOSIGNAL);
 }
 
 // ------------------------------------------------------------ readiness
@@ -372,19 +510,19 @@ fn writeReady(t: *Transport) core.RunError!void {
         if (in.sendfile_writer) |cb| return sendfileReady(t, cb);
         return updateInterest(t);
     }
-    const rc = sendRaw(in.w.fd, in.wbuf.items[in.wpos..]);
+    // One sendmsg per writable event, as asyncio's `_write_sendmsg`.
+    var iov: [iov_max]std.posix.iovec_const = undefined;
+    const rc = sendIov(in.w.fd, iov[0..in.wq.gather(&iov)]);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => return,
         else => |e| {
-            in.wbuf.clearRetainingCapacity();
-            in.wpos = 0;
+            in.wq.releaseAll();
             updateInterest(t);
             return fatalErrno(t, @intFromEnum(e), names.msg_write);
         },
     }
-    in.wpos += rc;
-    compact(in);
+    in.wq.consume(rc);
     if (!maybeResume(t)) try pendingToRun(t);
     if (in.pending() > 0) return;
     updateInterest(t);
@@ -460,9 +598,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
 fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const in = t.inner orelse return py.newref(py.none());
-    in.wbuf.deinit(gpa);
-    in.wbuf = .empty;
-    in.wpos = 0;
+    in.wq.releaseAll();
     if (in.attached) {
         in.attached = false;
         const l = loopOf(t);
@@ -551,8 +687,7 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return writeUnsendable(t, d);
     defer c.PyBuffer_Release(&view);
-    const bytes: [*]const u8 = @ptrCast(view.buf);
-    const all = bytes[0..@intCast(view.len)];
+    const all = viewBytes(&view);
     if (all.len == 0) return py.newref(py.none());
     if (in.conn_lost > 0) return writeAfterLost(t);
     var sent: usize = 0;
@@ -561,18 +696,203 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
         switch (errnoOf(rc)) {
             .SUCCESS => sent = rc,
             .AGAIN, .INTR => {},
-            else => |e| {
-                fatalErrno(t, @intFromEnum(e), names.msg_write) catch return null;
-                if (c.PyErr_Occurred() != null) return null;
-                return py.newref(py.none());
-            },
+            else => |e| return writeFailed(t, @intFromEnum(e)),
         }
         if (sent == all.len) return py.newref(py.none());
     }
-    in.wbuf.appendSlice(gpa, all[sent..]) catch return c.PyErr_NoMemory();
+    queueData(in, view.obj, all[sent..]) catch return c.PyErr_NoMemory();
+    return writeQueued(t);
+}
+
+fn viewBytes(view: *const c.Py_buffer) []const u8 {
+    const p: [*]const u8 = @ptrCast(view.buf);
+    return p[0..@intCast(view.len)];
+}
+
+/// A send from write()/writelines() failed: a fatal write error (reported
+/// through `_fatal_error`), not an exception out of the call, as asyncio.
+fn writeFailed(t: *Transport, errno: u16) ?*Obj {
+    fatalErrno(t, errno, names.msg_write) catch return null;
+    if (c.PyErr_Occurred() != null) return null;
+    return py.newref(py.none());
+}
+
+/// Something was queued: watch for writability, maybe pause the protocol.
+fn writeQueued(t: *Transport) ?*Obj {
     updateInterest(t);
     if (!maybePause(t)) return null;
     return py.newref(py.none());
+}
+
+/// The `bytes` whose storage holds `data`, taken from the buffer exporter
+/// `exporter`, if those bytes can never change: an exact `bytes`, or a
+/// memoryview over one (`memoryview(b)[i:j]`). Anything else may be
+/// mutated after write() returns (bytearray, a writable memoryview, a
+/// subclass's `__buffer__`, mmap), so it is copied: what write() was given
+/// is what is sent, as asyncio 3.11's copying buffer guarantees (3.12 and
+/// 3.13 keep a bytearray by reference once buffered, so a later mutation
+/// leaks into the stream; zloop keeps 3.11's safer behaviour).
+fn immutableOwner(exporter: ?*Obj, data: []const u8) ?*Obj {
+    const e = exporter orelse return null;
+    const b = if (c.PyBytes_CheckExact(e) != 0)
+        e
+    else if (c.PyMemoryView_Check(e) != 0)
+        c.PyMemoryView_GET_BASE(e) orelse return null
+    else
+        return null;
+    if (c.PyBytes_CheckExact(b) == 0) return null;
+    // The view must lie inside the bytes' own storage.
+    const start: [*]const u8 = @ptrCast(c.PyBytes_AsString(b));
+    const len: usize = @intCast(c.PyBytes_Size(b));
+    const lo = @intFromPtr(start);
+    const p = @intFromPtr(data.ptr);
+    if (p < lo or p + data.len > lo + len) return null;
+    return b;
+}
+
+/// Queues an unsent rest: by reference when long and immutable, else copied.
+fn queueData(in: *Inner, exporter: ?*Obj, data: []const u8) error{OutOfMemory}!void {
+    if (data.len >= ref_min_bytes) {
+        if (immutableOwner(exporter, data)) |b| return in.wq.appendRef(b, data);
+    }
+    return in.wq.appendCopy(data);
+}
+
+/// Py_buffers of up to this many writelines() items live on the stack.
+const views_on_stack = 64;
+
+/// writelines(list_of_data): with nothing queued, the items go out in
+/// gathering sendmsg calls, not joined first; the rest is queued as
+/// write() queues it. Items are any bytes-like objects (asyncio 3.12+
+/// takes `memoryview(item)` of each, 3.11 joins them), and every item's
+/// buffer is taken before anything is sent, so a TypeError writes nothing.
+/// The guards are asyncio 3.12's; a lost connection counts the call as
+/// write() does (3.12 queues such data and never sends it).
+fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = innerOrRaise(self) orelse return null;
+    if (in.eof) return py.raise(c.PyExc_RuntimeError, "Cannot call writelines() after write_eof()");
+    if (in.sendfile_writer != null) {
+        return py.raise(c.PyExc_RuntimeError, "unable to writelines; sendfile is in progress");
+    }
+    const seq = c.PySequence_Fast(arg, "writelines() argument must be iterable") orelse return null;
+    defer py.decref(seq);
+    const n: usize = @intCast(c.PySequence_Size(seq));
+    if (n == 0) return py.newref(py.none());
+    var stack: [views_on_stack]c.Py_buffer = undefined;
+    const views = if (n <= views_on_stack)
+        stack[0..n]
+    else
+        gpa.alloc(c.Py_buffer, n) catch return c.PyErr_NoMemory();
+    defer if (n > views_on_stack) gpa.free(views);
+    const got = takeViews(seq, views) orelse return null;
+    defer for (views[0..got]) |*v| c.PyBuffer_Release(v);
+    return writeViews(t, views[0..got]);
+}
+
+/// Item `i` of a list or tuple (borrowed), null past a list's end: a
+/// Python `__buffer__` called for an earlier item may have shortened it.
+fn seqItem(seq: *Obj, i: usize) ?*Obj {
+    const idx: py.Ssize = @intCast(i);
+    if (c.PyList_Check(seq) != 0) {
+        if (idx >= c.PyList_Size(seq)) return null;
+        return c.PyList_GetItem(seq, idx);
+    }
+    return c.PyTuple_GetItem(seq, idx);
+}
+
+/// Takes each item's buffer; returns how many, or null (error set, none
+/// held) when an item is not bytes-like.
+fn takeViews(seq: *Obj, views: []c.Py_buffer) ?usize {
+    for (views, 0..) |*v, i| {
+        const item = seqItem(seq, i) orelse return i;
+        py.incref(item); // the list may drop it while its __buffer__ runs
+        defer py.decref(item);
+        if (c.PyObject_GetBuffer(item, v, c.PyBUF_SIMPLE) < 0) {
+            for (views[0..i]) |*u| c.PyBuffer_Release(u);
+            return null;
+        }
+    }
+    return views.len;
+}
+
+/// A position in writelines()' items: the next unsent byte.
+const Cursor = struct {
+    item: usize = 0,
+    offset: usize = 0,
+
+    /// Moves past `sent` bytes (and the empty items after them).
+    fn advance(at: *Cursor, views: []const c.Py_buffer, sent: usize) void {
+        var left = sent;
+        while (at.item < views.len) {
+            const rest = viewBytes(&views[at.item]).len - at.offset;
+            if (rest > left) {
+                at.offset += left;
+                return;
+            }
+            left -= rest;
+            at.item += 1;
+            at.offset = 0;
+        }
+        std.debug.assert(left == 0);
+    }
+};
+
+fn writeViews(t: *Transport, views: []const c.Py_buffer) ?*Obj {
+    const in = t.inner.?;
+    var total: usize = 0;
+    for (views) |*v| total += viewBytes(v).len;
+    if (total == 0) return py.newref(py.none());
+    if (in.conn_lost > 0) return writeAfterLost(t);
+    var at: Cursor = .{};
+    if (in.pending() == 0) {
+        const errno = sendViews(in.w.fd, views, &at);
+        if (errno != 0) return writeFailed(t, errno);
+        if (at.item == views.len) return py.newref(py.none());
+    }
+    var offset = at.offset;
+    for (views[at.item..]) |*v| {
+        queueData(in, v.obj, viewBytes(v)[offset..]) catch {
+            updateInterest(t);
+            return c.PyErr_NoMemory();
+        };
+        offset = 0;
+    }
+    return writeQueued(t);
+}
+
+/// Sends `views` from `at` in sendmsg calls of up to `iov_max` iovecs
+/// until all is sent or the socket is full, advancing `at`. Returns the
+/// errno of a failed send, else 0.
+fn sendViews(fd: i32, views: []const c.Py_buffer, at: *Cursor) u16 {
+    var iov: [iov_max]std.posix.iovec_const = undefined;
+    while (at.item < views.len) {
+        var n: usize = 0;
+        var want: usize = 0;
+        var i = at.item;
+        var offset = at.offset;
+        while (i < views.len and n < iov_max) : ({
+            i += 1;
+            offset = 0;
+        }) {
+            const b = viewBytes(&views[i])[offset..];
+            if (b.len == 0) continue;
+            iov[n] = .{ .base = b.ptr, .len = b.len };
+            n += 1;
+            want += b.len;
+        }
+        if (n == 0) break; // only empty items were left
+        const rc = sendIov(fd, iov[0..n]);
+        switch (errnoOf(rc)) {
+            .SUCCESS => {},
+            .AGAIN, .INTR => return 0,
+            else => |e| return @intFromEnum(e),
+        }
+        at.advance(views, rc);
+        if (rc < want) return 0;
+    }
+    at.* = .{ .item = views.len };
+    return 0;
 }
 
 fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
@@ -662,8 +982,7 @@ fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const in = t.inner orelse return py.newref(py.none());
     if (in.conn_lost > 0) return py.newref(py.none());
-    in.wbuf.clearRetainingCapacity();
-    in.wpos = 0;
+    in.wq.releaseAll();
     in.closing = true;
     updateInterest(t);
     in.conn_lost += 1;
@@ -747,6 +1066,13 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
+    // The queued `bytes` cannot be part of a cycle (bytes are not tracked),
+    // but visiting every owned reference keeps gc.get_referents() honest.
+    const queued: []const Seg = if (t.inner) |in| in.wq.live() else &.{};
+    for (queued) |s| if (s.owner) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
     return 0;
 }
 
@@ -757,6 +1083,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     if (t.inner) |in| {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
+        in.wq.releaseAll();
     }
     return 0;
 }
@@ -769,7 +1096,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         std.debug.assert(!in.attached);
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
-        in.wbuf.deinit(gpa);
+        in.wq.releaseAll();
         gpa.destroy(in);
         t.inner = null;
     }
@@ -785,6 +1112,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
 
 var methods = [_]c.PyMethodDef{
     py.methodO("write", write, "Write bytes-like data; buffer what the socket does not take."),
+    py.methodO("writelines", writelines, "Write bytes-like objects, gathered, not joined."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "Bytes waiting to be sent."),
     py.methodNoArgs("get_write_buffer_limits", getWriteBufferLimits, "(low, high) water marks."),
     py.methodNoArgs("pause_reading", pauseReading, "Stop calling data_received()."),

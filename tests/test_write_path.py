@@ -1,0 +1,333 @@
+"""The stream transport's write path (issue 3): writelines() and the buffer.
+
+Every case writes to a peer that reads nothing until the writes are done
+(a Unix socketpair, whose buffers do not grow), so the transport has to
+buffer, then drains the peer and checks what arrived byte for byte.
+"""
+
+import asyncio
+import gc
+import socket
+import sys
+
+import pytest
+
+from _net import RecordingProtocol, payload, wait_for
+from _support import PY
+
+pytestmark = pytest.mark.network
+
+MB = 1024 * 1024
+
+
+async def _pair(loop):
+    """(transport, protocol, peer): the peer a raw non-blocking socket."""
+    mine, peer = socket.socketpair()
+    peer.setblocking(False)
+    tr, proto = await loop.create_connection(lambda: RecordingProtocol(loop), sock=mine)
+    await wait_for(proto.made)
+    return tr, proto, peer
+
+
+async def _fill(tr):
+    """Write until the transport buffers: the socket is full from then on."""
+    block = b"\0" * (64 * 1024)
+    written = 0
+    while tr.get_write_buffer_size() == 0:
+        tr.write(block)
+        written += len(block)
+    return written
+
+
+async def _read(loop, peer, size=None):
+    """Read ``size`` bytes from the peer, or everything up to its EOF."""
+    data = bytearray()
+    while size is None or len(data) < size:
+        chunk = await wait_for(loop.sock_recv(peer, 4 * MB))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+async def _finish(tr, proto, peer):
+    tr.close()
+    assert await wait_for(proto.lost) is None
+    peer.close()
+
+
+def test_writelines_mixed_types(loop):
+    items = [
+        b"ab",
+        bytearray(b"cd"),
+        memoryview(b"ef"),
+        b"",
+        bytearray(),
+        memoryview(b"jk")[:0],
+        memoryview(bytearray(b"ghi"))[1:],
+    ]
+    # Empty items sit between others: trailing ones stay in asyncio 3.12
+    # and 3.13's buffer for good (its sendmsg bookkeeping stops at the last
+    # byte sent), so their close() and write_eof() would never finish.
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        tr.writelines(items)
+        first = await _read(loop, peer, 6)
+        tr.writelines(())
+        tr.writelines(iter([b"x", b"y"]))
+        second = await _read(loop, peer, 2)
+        await _finish(tr, proto, peer)
+        return first, second
+
+    assert loop.run_until_complete(main()) == (b"abcdefhi", b"xy")
+
+
+def test_writelines_rejects_before_sending(loop):
+    # Every item is checked before anything is written: a TypeError leaves
+    # nothing sent, with or without buffered data ahead of it.
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        with pytest.raises(TypeError):
+            tr.writelines([b"lost", "not bytes"])
+        with pytest.raises(TypeError):
+            tr.writelines(5)
+        tr.write(b"kept")
+        assert await _read(loop, peer, 4) == b"kept"
+        filled = await _fill(tr)
+        with pytest.raises(TypeError):
+            tr.writelines([b"lost", 1])
+        tr.writelines([b"tail"])
+        tr.write_eof()
+        with pytest.raises(RuntimeError):
+            tr.writelines([b"after eof"])
+        data = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return data, filled
+
+    data, filled = loop.run_until_complete(main())
+    assert data == b"\0" * filled + b"tail"
+
+
+def _items(count):
+    """``count`` chunks of uneven sizes and types, and what they join to."""
+    data = payload(count * 3400)
+    items, pos, sizes = [], 0, (1, 7, 300, 2900, 20000, 0, 64)
+    kinds = (bytes, bytearray, memoryview)
+    for i in range(count):
+        size = sizes[i % len(sizes)] or (i == count - 1)
+        chunk = data[pos : pos + size]
+        pos += size
+        items.append(kinds[i % 3](chunk))
+    assert items[-1], "a trailing empty item (see test_writelines_mixed_types)"
+    return items, b"".join(items)
+
+
+def test_writelines_2000_items_to_a_slow_reader(loop):
+    items, expected = _items(2000)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        tr.writelines(items)
+        buffered = tr.get_write_buffer_size()
+        tr.write_eof()
+        data = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return buffered, data
+
+    buffered, data = loop.run_until_complete(main())
+    assert 0 < buffered < len(expected)
+    assert len(data) == len(expected) and data == expected
+
+
+def test_writelines_behind_buffered_data(loop):
+    items, expected = _items(300)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        tr.writelines(items)
+        tr.write(b"end")
+        tr.write_eof()
+        data = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return filled, data
+
+    filled, data = loop.run_until_complete(main())
+    assert data == b"\0" * filled + expected + b"end"
+
+
+@pytest.mark.parametrize("how", ["write", "writelines"])
+def test_bytearray_mutated_after_buffered_write(loop, loop_name, how):
+    original = payload(256 * 1024)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        data = bytearray(original)
+        small = bytearray(b"small")
+        if how == "write":
+            tr.write(data)
+            tr.write(small)
+        else:
+            tr.writelines([data, small])
+        data[:] = b"X" * len(data)
+        small[:] = b"SMALL"
+        tr.write_eof()
+        received = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return received[filled:]
+
+    received = loop.run_until_complete(main())
+    if loop_name == "asyncio" and PY >= (3, 12):
+        # asyncio 3.12 and 3.13 keep a buffered bytearray by reference (their
+        # buffer is a deque of the objects written), so a later mutation
+        # reaches the stream. zloop snapshots it, as 3.11's copying buffer
+        # does: what write() was given is what is sent.
+        assert received == b"X" * len(original) + b"SMALL"
+    else:
+        assert received == original + b"small"
+
+
+def test_huge_bytes_written_while_buffered(loop):
+    huge = payload(32 * MB)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        tr.write(b"head")
+        tr.write(huge)
+        tr.write(memoryview(huge)[MB : 3 * MB])
+        tr.write(b"tail")
+        size = tr.get_write_buffer_size()
+        tr.write_eof()
+        data = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return filled, size, data
+
+    filled, size, data = loop.run_until_complete(main())
+    expected = b"head" + huge + huge[MB : 3 * MB] + b"tail"
+    assert size >= len(expected)
+    assert len(data) == filled + len(expected)
+    assert data[filled:] == expected
+
+
+def test_abort_releases_held_references(loop, loop_name):
+    # Buffered bytes are held by reference (zloop: a long bytes, or a
+    # memoryview of one; asyncio 3.12+: every write); abort() drops them.
+    big = payload(4 * MB)
+    base = bytes(payload(2 * MB))
+    view = memoryview(base)[100:]
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        before = sys.getrefcount(big), sys.getrefcount(base)
+        await _fill(tr)
+        tr.write(big)
+        tr.writelines([big, view, b"small"])
+        held = sys.getrefcount(big) - before[0], sys.getrefcount(base) - before[1]
+        tr.abort()
+        assert tr.get_write_buffer_size() == 0
+        await wait_for(proto.lost)
+        peer.close()
+        del tr, proto
+        gc.collect()
+        return before, held, (sys.getrefcount(big), sys.getrefcount(base))
+
+    before, held, after = loop.run_until_complete(main())
+    view.release()
+    assert after == before
+    if loop_name == "zloop":
+        assert held == (2, 1)
+
+
+def test_close_flushes_mixed_buffers(loop):
+    big = payload(3 * MB)
+    mutable = bytearray(payload(MB + 5))
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        tr.write(b"a")
+        tr.write(big)
+        tr.write(mutable)
+        tr.writelines([b"b", memoryview(big)[5:70000], bytearray(b"c"), big[:20000]])
+        tr.write(memoryview(mutable)[:10])
+        tr.close()
+        assert tr.is_closing()
+        data = await _read(loop, peer)
+        assert await wait_for(proto.lost) is None
+        peer.close()
+        return filled, data
+
+    filled, data = loop.run_until_complete(main())
+    expected = (
+        b"a" + big + mutable + b"b" + big[5:70000] + b"c" + big[:20000] + mutable[:10]
+    )
+    assert data == b"\0" * filled + expected
+
+
+def test_get_write_buffer_size_is_exact(loop):
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        sizes = [tr.get_write_buffer_size()]
+        for data in (b"x", payload(40000), bytearray(100), memoryview(payload(MB))[1:]):
+            tr.write(data)
+            sizes.append(tr.get_write_buffer_size())
+        tr.writelines([b"12", memoryview(b""), bytearray(30000)])
+        sizes.append(tr.get_write_buffer_size())
+        total = filled + (sizes[-1] - sizes[0])
+        received = await _read(loop, peer, total)
+        await asyncio.sleep(0)
+        while tr.get_write_buffer_size():
+            await asyncio.sleep(0.01)
+        await _finish(tr, proto, peer)
+        return sizes, len(received), total
+
+    sizes, received, total = loop.run_until_complete(main())
+    steps = [b - a for a, b in zip(sizes, sizes[1:])]
+    assert steps == [1, 40000, 100, MB - 1, 30002]
+    assert received == total
+
+
+def test_write_eof_after_vectored_buffered_data(loop):
+    items, expected = _items(500)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        tr.writelines(items)
+        assert tr.get_write_buffer_size() > 0
+        tr.write_eof()
+        with pytest.raises(RuntimeError):
+            tr.write(b"x")
+        data = await _read(loop, peer)
+        # Half-closed only: the peer can still answer.
+        peer.send(b"reply")
+        reply = await wait_for(proto.received(5))
+        await _finish(tr, proto, peer)
+        return data, reply
+
+    data, reply = loop.run_until_complete(main())
+    assert data == expected and reply == b"reply"
+
+
+def test_writelines_flow_control(loop, loop_name):
+    items, expected = _items(100)
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        tr.writelines(items)
+        paused_by_writelines = proto.paused.done()
+        tr.write(b"!")
+        assert await wait_for(proto.paused) > 64 * 1024
+        data = await _read(loop, peer, len(expected) + 1)
+        assert await wait_for(proto.resumed) <= 16 * 1024
+        await _finish(tr, proto, peer)
+        return paused_by_writelines, data
+
+    paused_by_writelines, data = loop.run_until_complete(main())
+    assert data == expected + b"!"
+    # asyncio 3.12 and 3.13's writelines() never calls pause_writing (only
+    # the next write() does); 3.11's joined write() and zloop do.
+    assert paused_by_writelines == (loop_name == "zloop" or PY < (3, 12))
