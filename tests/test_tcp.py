@@ -465,6 +465,32 @@ def test_connection_refused(loop):
     assert exc.errno == errno.ECONNREFUSED
 
 
+def test_connection_refused_error_is_not_kept_alive_by_a_list(loop):
+    # anyio's test_happy_eyeballs_refcycles (after CPython gh-124859): the
+    # error create_connection raises is referred to by nothing but its
+    # catcher. Its traceback holds the frames it passed through, so a frame
+    # that kept the list of collected errors would keep that list, and so a
+    # second reference to the error, alive for as long as the error is.
+    # Futures and tasks that finished with it are the loop's business (which
+    # ones are still around differs between Pythons): only they are allowed.
+    import gc
+
+    port = unused_tcp_port()
+
+    async def attempt():
+        await loop.create_connection(asyncio.Protocol, HOST, port)
+
+    async def main():
+        try:
+            await loop.create_task(attempt())
+        except ConnectionRefusedError as e:
+            exc = e
+        gc.collect()
+        return [r for r in gc.get_referrers(exc) if not isinstance(r, asyncio.Future)]
+
+    assert loop.run_until_complete(main()) == []
+
+
 def test_data_received_exception_is_fatal_for_the_transport(loop):
     class Exploding(RecordingProtocol):
         def data_received(self, data):

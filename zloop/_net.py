@@ -626,12 +626,18 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
     async def _connect_in_turn(self, infos, local_infos, exceptions):
         """One address after the other; the first connected socket, or None
         with every OSError in ``exceptions``."""
-        for fam, type_, proto_, _, address in infos:
-            try:
-                return await self._connect_one(fam, type_, proto_, address, local_infos)
-            except OSError as exc:
-                exceptions.append(exc)
-        return None
+        try:
+            for fam, type_, proto_, _, address in infos:
+                try:
+                    return await self._connect_one(fam, type_, proto_, address, local_infos)
+                except OSError as exc:
+                    exceptions.append(exc)
+            return None
+        finally:
+            # Each error's traceback holds this frame: without this, the
+            # frame's `exceptions` keeps a list referring to the error alive
+            # as long as the error is (asyncio's _connect_sock does the same).
+            exceptions = None
 
     async def _connect_staggered(self, infos, local_infos, delay_s, exceptions):
         """Happy Eyeballs (RFC 8305 section 5), timed as asyncio's: attempt
