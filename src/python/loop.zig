@@ -28,6 +28,10 @@ pub const Loop = struct {
     weakreflist: ?*Obj,
     /// `loop._task_factory` (None: asyncio.Task).
     task_factory: ?*Obj,
+    /// The stream transports' read buffer, one per loop (see
+    /// transport.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
+    /// null while handed to a protocol.
+    read_spare: ?*Obj,
 };
 
 comptime {
@@ -750,6 +754,7 @@ fn closeNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     loop.closed = true;
     drain(loop, true);
+    py.clear(&loop.read_spare);
     return py.newref(py.none());
 }
 
@@ -777,6 +782,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.tstate = null;
     loop.weakreflist = null;
     loop.task_factory = null;
+    loop.read_spare = null;
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
         // Raise first, then free: marked closed, the half-made loop's
@@ -834,6 +840,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
 
 fn clearGc(self: ?*Obj) callconv(.c) c_int {
     py.clear(&py.cast(Loop, self.?).task_factory);
+    py.clear(&py.cast(Loop, self.?).read_spare);
     drain(py.cast(Loop, self.?), false);
     return 0;
 }
@@ -844,6 +851,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     if (loop.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     drain(loop, true);
     py.clear(&loop.task_factory);
+    py.clear(&loop.read_spare);
     // subtype_dealloc drops the reference a heap subclass's instance holds
     // on its type; this static base must not drop it again.
     c.Py_TYPE(self).*.tp_free.?(self);

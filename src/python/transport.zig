@@ -410,43 +410,81 @@ fn captureContext(in: *Inner) bool {
     return true;
 }
 
-/// Reads land straight in the `bytes` handed to data_received (no
-/// intermediate copy): a fresh object of `read_chunk_bytes`, shrunk in place
-/// to what arrived. The chunk stays under glibc's mmap threshold (128 KiB):
-/// a bigger one was mmap'ed and munmap'ed on every read (measured with
-/// strace), because shrinking it kept the threshold from adapting. A socket
-/// holding more than a chunk stays readable and is read again next pass.
-const read_chunk_bytes = 64 * 1024;
+/// One read takes up to `read_spare_bytes` (one data_received per message
+/// of up to that size, where a 64 KiB chunk took two calls, two reads and
+/// two writes for a 100 KiB echo), into a `bytes` the loop keeps for all
+/// its stream transports (`Loop.read_spare`). What arrived reaches
+/// data_received as a `bytes`:
+/// - up to `read_copy_bytes`: copied into a new object of its exact size,
+///   and the spare stays for the next read. A copy is cheap next to the
+///   read itself (rloop copies every read), and the object the protocol
+///   may keep is no bigger than its data;
+/// - more: the spare itself, its size set to what arrived (no copy of a
+///   bulk transfer). It returns to the loop if the protocol kept no
+///   reference; if it did, the next large read allocates a new spare, and
+///   the kept object holds at most twice its length in memory.
+/// Not a fresh big object per read: glibc serves 256 KiB with mmap, and
+/// shrinking the object kept its threshold from adapting (an mmap and a
+/// munmap per read, measured with strace).
+const read_spare_bytes = 256 * 1024;
+const read_copy_bytes = read_spare_bytes / 2;
 
 fn readReady(t: *Transport) core.RunError!void {
     if (t.inner.?.buffered) return readBuffered(t);
-    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, read_chunk_bytes) orelse
+    const l = py.cast(loop_mod.Loop, t.loop.?);
+    const spare = l.read_spare orelse
+        c.PyBytes_FromStringAndSize(null, read_spare_bytes) orelse
         return fatalFromPending(t, names.msg_read);
-    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
-    const rc = linux.recvfrom(t.inner.?.w.fd, buf, read_chunk_bytes, 0, null, null);
-    switch (errnoOf(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => {
-            py.decref(data.?);
-            return;
-        },
-        else => |e| {
-            py.decref(data.?);
-            return fatalErrno(t, @intFromEnum(e), names.msg_read);
-        },
-    }
-    if (rc == 0) {
-        py.decref(data.?);
-        return readEof(t);
-    }
-    if (rc < read_chunk_bytes) {
-        // Shrinks in place; on failure it has freed the object and set
-        // MemoryError.
-        if (c._PyBytes_Resize(@ptrCast(&data), @intCast(rc)) < 0) {
-            return fatalFromPending(t, names.msg_read);
+    l.read_spare = null; // ours (one reference) until handed back
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
+    const rc = linux.recvfrom(t.inner.?.w.fd, buf, read_spare_bytes, 0, null, null);
+    const failed = errnoOf(rc);
+    if (failed != .SUCCESS or rc == 0 or rc <= read_copy_bytes) {
+        const data = if (failed == .SUCCESS and rc > 0) c.PyBytes_FromStringAndSize(buf, @intCast(rc)) else null;
+        returnSpare(l, spare);
+        switch (failed) {
+            .SUCCESS => {},
+            .AGAIN, .INTR => return,
+            else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
         }
+        if (rc == 0) return readEof(t);
+        return deliver(t, data orelse return fatalFromPending(t, names.msg_read));
     }
-    defer py.decref(data.?);
+    sizeBytes(spare, rc);
+    py.incref(spare); // keeps it alive through the call, to see if it came back
+    deliver(t, spare) catch |err| {
+        returnSpare(l, spare);
+        return err;
+    };
+    returnSpare(l, spare);
+}
+
+/// Gives the spare back to the loop if nobody else holds it (and the loop
+/// has none by now), else lets go of it; consumes one reference.
+fn returnSpare(l: *loop_mod.Loop, spare: *Obj) void {
+    if (l.read_spare == null and c.Py_REFCNT(spare) == 1 and l.has_reactor) {
+        sizeBytes(spare, read_spare_bytes);
+        l.read_spare = spare;
+        return;
+    }
+    py.decref(spare);
+}
+
+/// Sets a `bytes` object's length within its allocation (at most
+/// `read_spare_bytes`), as `_PyBytes_Resize` does in place: the NUL
+/// terminator follows the data, and the cached hash is forgotten.
+fn sizeBytes(b: *Obj, len: usize) void {
+    std.debug.assert(len <= read_spare_bytes);
+    const bo: *c.PyBytesObject = @ptrCast(@alignCast(b));
+    bo.ob_base.ob_size = @intCast(len);
+    bo.ob_shash = -1;
+    const buf: [*]u8 = @ptrCast(&bo.ob_sval);
+    buf[len] = 0;
+}
+
+/// `protocol.data_received(data)`, consuming `data`.
+fn deliver(t: *Transport, data: *Obj) core.RunError!void {
+    defer py.decref(data);
     const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data, @as(?*Obj, null));
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
