@@ -21,6 +21,7 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
+const shared = @import("transport_methods.zig").Methods(@This());
 const linux = std.os.linux;
 
 const gpa = std.heap.c_allocator;
@@ -206,7 +207,7 @@ fn fatalPending(t: *Transport, msg: *Obj) bool {
     return true;
 }
 
-fn updateInterest(t: *Transport) void {
+pub fn updateInterest(t: *Transport) void {
     const in = t.inner orelse return;
     if (!in.attached) return;
     const l = loopOf(t);
@@ -220,7 +221,7 @@ fn updateInterest(t: *Transport) void {
     l.reactor.setInterest(&in.w, want) catch {};
 }
 
-fn maybePause(t: *Transport) bool {
+pub fn maybePause(t: *Transport) bool {
     const in = t.inner.?;
     if (in.buffer_size <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
@@ -519,7 +520,7 @@ fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
 }
 
 /// Takes a copy of the current context for the read side (see `Inner.context`).
-fn captureContext(in: *Inner) bool {
+pub fn captureContext(in: *Inner) bool {
     const ctx = c.PyContext_CopyCurrent() orelse return false;
     py.xdecref(in.context);
     in.context = ctx;
@@ -588,7 +589,7 @@ fn popEntry(in: *Inner) void {
 
 // --------------------------------------------------------------- methods
 
-fn innerOrRaise(self: ?*Obj) ?*Inner {
+pub fn innerOrRaise(self: ?*Obj) ?*Inner {
     const t = py.cast(Transport, self.?);
     if (t.inner) |in| return in;
     c.PyErr_SetString(c.PyExc_RuntimeError, "transport is not set up");
@@ -692,54 +693,6 @@ fn setProtocolNative(self: ?*Obj, protocol: ?*Obj) callconv(.c) ?*Obj {
 fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     return c.PyLong_FromSize_t(if (t.inner) |in| in.buffer_size else 0);
-}
-
-fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    return c.Py_BuildValue("(nn)", @as(py.Ssize, @intCast(in.low)), @as(py.Ssize, @intCast(in.high)));
-}
-
-/// `_set_limits(high, low)`: already validated by the Python side.
-fn setLimits(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_limits(high, low)");
-    const high = c.PyLong_AsSize_t(args[0]);
-    if (high == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
-    const low = c.PyLong_AsSize_t(args[1]);
-    if (low == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
-    in.high = high;
-    in.low = low;
-    if (!maybePause(py.cast(Transport, self.?))) return null;
-    return py.newref(py.none());
-}
-
-fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (in.closing or in.paused) return py.newref(py.none());
-    in.paused = true;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
-
-fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (in.closing or !in.paused) return py.newref(py.none());
-    if (!captureContext(in)) return null;
-    in.paused = false;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
-
-fn isReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.boolean(false);
-    return py.boolean(!in.closing and !in.paused);
-}
-
-fn isClosing(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.boolean(true);
-    return py.boolean(in.closing);
 }
 
 /// close(): stop receiving; connection_lost(None) once the queue drained.
@@ -871,18 +824,18 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
 var methods = [_]c.PyMethodDef{
     py.methodFast("sendto", sendto, "Send one datagram; queue it if the socket is full."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "Bytes of queued datagrams."),
-    py.methodNoArgs("get_write_buffer_limits", getWriteBufferLimits, "(low, high) water marks."),
-    py.methodNoArgs("pause_reading", pauseReading, "Stop calling datagram_received()."),
-    py.methodNoArgs("resume_reading", resumeReading, "Resume calling datagram_received()."),
-    py.methodNoArgs("is_reading", isReading, "True while receiving."),
-    py.methodNoArgs("is_closing", isClosing, "True once closing or closed."),
+    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "(low, high) water marks."),
+    py.methodNoArgs("pause_reading", shared.pauseReading, "Stop calling datagram_received()."),
+    py.methodNoArgs("resume_reading", shared.resumeReading, "Resume calling datagram_received()."),
+    py.methodNoArgs("is_reading", shared.isReading, "True while receiving."),
+    py.methodNoArgs("is_closing", shared.isClosing, "True once closing or closed."),
     py.methodNoArgs("close", close, "Flush, then close; connection_lost(None) follows."),
     py.methodNoArgs("abort", abort, "Close now, dropping queued datagrams."),
     py.methodNoArgs("get_protocol", getProtocol, "The current protocol."),
     py.methodO("_force_close", forceClose, null),
     py.methodO("_set_protocol", setProtocolNative, null),
     py.methodFast("_setup", setup, null),
-    py.methodFast("_set_limits", setLimits, null),
+    py.methodFast("_set_limits", shared.setLimits, null),
     py.methodNoArgs("_start_reading", startReading, null),
     py.methodNoArgs("_detach", detach, null),
     py.sentinel_method,

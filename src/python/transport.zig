@@ -31,6 +31,7 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
+const shared = @import("transport_methods.zig").Methods(@This());
 const linux = std.os.linux;
 
 const gpa = std.heap.c_allocator;
@@ -328,7 +329,7 @@ fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
 }
 
 /// Applies the interest the transport's state calls for.
-fn updateInterest(t: *Transport) void {
+pub fn updateInterest(t: *Transport) void {
     const in = t.inner orelse return;
     if (!in.attached) return;
     const l = loopOf(t);
@@ -342,7 +343,7 @@ fn updateInterest(t: *Transport) void {
     l.reactor.setInterest(&in.w, want) catch {};
 }
 
-fn maybePause(t: *Transport) bool {
+pub fn maybePause(t: *Transport) bool {
     const in = t.inner.?;
     if (in.pending() <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
@@ -403,7 +404,7 @@ fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
 }
 
 /// Takes a copy of the current context for the read side (see `Inner.context`).
-fn captureContext(in: *Inner) bool {
+pub fn captureContext(in: *Inner) bool {
     const ctx = c.PyContext_CopyCurrent() orelse return false;
     py.xdecref(in.context);
     in.context = ctx;
@@ -585,7 +586,7 @@ fn sendfileReady(t: *Transport, cb: *Obj) core.RunError!void {
 
 // --------------------------------------------------------------- methods
 
-fn innerOrRaise(self: ?*Obj) ?*Inner {
+pub fn innerOrRaise(self: ?*Obj) ?*Inner {
     const t = py.cast(Transport, self.?);
     if (t.inner) |in| return in;
     c.PyErr_SetString(c.PyExc_RuntimeError, "transport is not set up");
@@ -830,13 +831,17 @@ fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
 
 /// Item `i` of a list or tuple (borrowed), null past a list's end: a
 /// Python `__buffer__` called for an earlier item may have shortened it.
+/// Read in place (not through PyList_GetItem's call): with 64 small items,
+/// the per-item calls cost more than joining them.
 fn seqItem(seq: *Obj, i: usize) ?*Obj {
-    const idx: py.Ssize = @intCast(i);
     if (c.PyList_Check(seq) != 0) {
-        if (idx >= c.PyList_Size(seq)) return null;
-        return c.PyList_GetItem(seq, idx);
+        const list: *c.PyListObject = @ptrCast(@alignCast(seq));
+        if (i >= @as(usize, @intCast(list.ob_base.ob_size))) return null;
+        return list.ob_item[i];
     }
-    return c.PyTuple_GetItem(seq, idx);
+    const tuple: *c.PyTupleObject = @ptrCast(@alignCast(seq));
+    const items: [*]?*Obj = @ptrCast(&tuple.ob_item);
+    return items[i];
 }
 
 /// Takes each item's buffer; returns how many, or null (error set, none
@@ -844,6 +849,10 @@ fn seqItem(seq: *Obj, i: usize) ?*Obj {
 fn takeViews(seq: *Obj, views: []c.Py_buffer) ?usize {
     for (views, 0..) |*v, i| {
         const item = seqItem(seq, i) orelse return i;
+        if (c.PyBytes_CheckExact(item) != 0) {
+            bytesView(item, v);
+            continue;
+        }
         py.incref(item); // the list may drop it while its __buffer__ runs
         defer py.decref(item);
         if (c.PyObject_GetBuffer(item, v, c.PyBUF_SIMPLE) < 0) {
@@ -852,6 +861,18 @@ fn takeViews(seq: *Obj, views: []c.Py_buffer) ?usize {
         }
     }
     return views.len;
+}
+
+/// The view PyObject_GetBuffer would give of an exact `bytes`, without its
+/// calls (as `bytes.join` does): bytes has no releasebuffer hook, so the
+/// reference in `obj` is all PyBuffer_Release has to drop.
+fn bytesView(b: *Obj, v: *c.Py_buffer) void {
+    v.* = std.mem.zeroes(c.Py_buffer);
+    v.buf = c.PyBytes_AS_STRING(b);
+    v.obj = py.newref(b);
+    v.len = c.PyBytes_GET_SIZE(b);
+    v.itemsize = 1;
+    v.readonly = 1;
 }
 
 /// A position in writelines()' items: the next unsent byte.
@@ -937,54 +958,6 @@ fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const n: usize = if (t.inner) |in| in.pending() else 0;
     return c.PyLong_FromSize_t(n);
-}
-
-fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    return c.Py_BuildValue("(nn)", @as(py.Ssize, @intCast(in.low)), @as(py.Ssize, @intCast(in.high)));
-}
-
-/// `_set_limits(high, low)`: already validated by the Python side.
-fn setLimits(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_limits(high, low)");
-    const high = c.PyLong_AsSize_t(args[0]);
-    if (high == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
-    const low = c.PyLong_AsSize_t(args[1]);
-    if (low == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
-    in.high = high;
-    in.low = low;
-    if (!maybePause(py.cast(Transport, self.?))) return null;
-    return py.newref(py.none());
-}
-
-fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (in.closing or in.paused) return py.newref(py.none());
-    in.paused = true;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
-
-fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (in.closing or !in.paused) return py.newref(py.none());
-    if (!captureContext(in)) return null;
-    in.paused = false;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
-
-fn isReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.boolean(false);
-    return py.boolean(!in.closing and !in.paused);
-}
-
-fn isClosing(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.boolean(true);
-    return py.boolean(in.closing);
 }
 
 fn canWriteEof(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
@@ -1152,11 +1125,11 @@ var methods = [_]c.PyMethodDef{
     py.methodO("write", write, "Write bytes-like data; buffer what the socket does not take."),
     py.methodO("writelines", writelines, "Write bytes-like objects, gathered, not joined."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "Bytes waiting to be sent."),
-    py.methodNoArgs("get_write_buffer_limits", getWriteBufferLimits, "(low, high) water marks."),
-    py.methodNoArgs("pause_reading", pauseReading, "Stop calling data_received()."),
-    py.methodNoArgs("resume_reading", resumeReading, "Resume calling data_received()."),
-    py.methodNoArgs("is_reading", isReading, "True while receiving."),
-    py.methodNoArgs("is_closing", isClosing, "True once closing or closed."),
+    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "(low, high) water marks."),
+    py.methodNoArgs("pause_reading", shared.pauseReading, "Stop calling data_received()."),
+    py.methodNoArgs("resume_reading", shared.resumeReading, "Resume calling data_received()."),
+    py.methodNoArgs("is_reading", shared.isReading, "True while receiving."),
+    py.methodNoArgs("is_closing", shared.isClosing, "True once closing or closed."),
     py.methodNoArgs("can_write_eof", canWriteEof, "Sockets can half-close: True."),
     py.methodNoArgs("write_eof", writeEof, "Shut the write side down once flushed."),
     py.methodNoArgs("close", close, "Flush, then close; connection_lost(None) follows."),
@@ -1165,7 +1138,7 @@ var methods = [_]c.PyMethodDef{
     py.methodO("_force_close", forceClose, null),
     py.methodFast("_setup", setup, null),
     py.methodFast("_set_protocol", setProtocolNative, null),
-    py.methodFast("_set_limits", setLimits, null),
+    py.methodFast("_set_limits", shared.setLimits, null),
     py.methodNoArgs("_start_reading", startReading, null),
     py.methodNoArgs("_detach", detach, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
