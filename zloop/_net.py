@@ -1002,9 +1002,11 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             raise
         except BaseException as exc:
             conn.close()
-            self.call_exception_handler(
-                {
-                    "message": "Error on transport creation for incoming connection",
-                    "exception": exc,
-                }
-            )
+            # As asyncio's _accept_connection2: reported in debug mode only.
+            if self.get_debug():
+                self.call_exception_handler(
+                    {
+                        "message": "Error on transport creation for incoming connection",
+                        "exception": exc,
+                    }
+                )
