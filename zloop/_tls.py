@@ -13,6 +13,8 @@ try:
 except ImportError:  # pragma: no cover - CPython built without OpenSSL
     _ssl = None
 
+import asyncio
+import functools
 from asyncio import sslproto
 
 
@@ -70,17 +72,46 @@ def server_protocol_factory(loop, protocol_factory, sslcontext, handshake_timeou
     speaks TLS first; the application's protocol sees the TLS transport."""
 
     def make():
-        return ssl_protocol(
+        app_protocol = protocol_factory()
+        waiter = loop.create_future()
+        proto = ssl_protocol(
             loop,
-            protocol_factory(),
+            app_protocol,
             sslcontext,
-            None,
+            waiter,
             server_side=True,
             handshake_timeout=handshake_timeout,
             shutdown_timeout=shutdown_timeout,
         )
+        waiter.add_done_callback(
+            functools.partial(_server_handshake_done, loop, app_protocol, proto._app_transport)
+        )
+        return proto
 
     return make
+
+
+def _server_handshake_done(loop, app_protocol, app_transport, waiter):
+    """An accepted connection's handshake ended: on failure, close the TLS
+    transport and, in debug mode, report it, as asyncio's
+    ``_accept_connection2`` does after ``await waiter`` (a done callback
+    here rather than a task per connection)."""
+    if waiter.cancelled():
+        exc = asyncio.CancelledError()
+    else:
+        exc = waiter.exception()
+        if exc is None:
+            return
+    app_transport.close()
+    if loop.get_debug():
+        loop.call_exception_handler(
+            {
+                "message": "Error on transport creation for incoming connection",
+                "exception": exc,
+                "protocol": app_protocol,
+                "transport": app_transport,
+            }
+        )
 
 
 class TLSMixin:
