@@ -1,13 +1,21 @@
 """TLS over the loop's transports, with throwaway trustme certificates (issue 3)."""
 
 import asyncio
+import contextlib
+import gc
+import logging
+import os
 import socket
 import ssl
+import struct
+import sys
+import tempfile
+import warnings
 
 import pytest
 
-from _net import EchoProtocol, RecordingProtocol, payload, wait_for
-from _support import open_fds
+from _net import EchoProtocol, RecordingBufferedProtocol, RecordingProtocol, payload, wait_for
+from _support import PY, open_fds
 
 trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
 
@@ -326,3 +334,735 @@ def test_loop_sendfile_over_tls(loop, server_ctx, client_ctx, tmp_path):
     sent, got = loop.run_until_complete(main())
     assert sent == len(data)
     assert got == data
+
+
+# ------------------------------------------------------------------------
+# Side by side with stock asyncio: timeouts, peers that misbehave, flow
+# control, every extra-info key, Unix sockets, servers (issue 3).
+
+SHORT_TIMEOUT_S = 0.3
+
+
+@pytest.fixture
+def no_leaks(loop):
+    """The test leaves no descriptor open and no ResourceWarning behind."""
+    before = open_fds()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        yield
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    assert open_fds() - before == set()
+
+
+def same_as_stock(loop, scenario):
+    """Run ``scenario(lp)`` (a coroutine function returning an observable
+    outcome) on the loop under test and, when that is not stock asyncio
+    already, on a fresh stock loop too; assert both outcomes match."""
+    got = loop.run_until_complete(scenario(loop))
+    if type(loop) is not asyncio.SelectorEventLoop:
+        ref = asyncio.SelectorEventLoop()
+        try:
+            want = ref.run_until_complete(scenario(ref))
+        finally:
+            ref.close()
+        assert got == want
+    return got
+
+
+def handler_calls(lp):
+    """Install a recording exception handler; return its normalised calls:
+    (message, exception type, context keys)."""
+    calls = []
+    lp.set_exception_handler(
+        lambda _, ctx: calls.append(
+            (ctx.get("message"), type(ctx.get("exception")).__name__, tuple(sorted(ctx)))
+        )
+    )
+    return calls
+
+
+def exc_outcome(exc):
+    """An exception as a comparable value: its type and errno, not its text
+    (OpenSSL's wording and addresses vary)."""
+    if exc is None:
+        return None
+    return (type(exc).__name__, getattr(exc, "errno", None))
+
+
+@contextlib.contextmanager
+def asyncio_log():
+    """Collect what the "asyncio" logger says at WARNING and above."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    log = logging.getLogger("asyncio")
+    log.addHandler(handler)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)
+
+
+def listener():
+    """A plain listening socket nobody accepts on (the kernel completes
+    connections into its backlog)."""
+    sock = socket.socket()
+    sock.bind((HOST, 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    return sock
+
+
+def reset(sock):
+    """Close with an RST instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def hang_up(sock, how):
+    if how == "rst":
+        reset(sock)
+    else:
+        sock.shutdown(socket.SHUT_WR)
+        sock.close()
+
+
+async def until(predicate, timeout=5):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition never met"
+        await asyncio.sleep(0.005)
+
+
+def served_count(server):
+    """How many accepted connections a server still holds (there is no
+    public API: 3.13's asyncio keeps a set of them, older ones a count)."""
+    if hasattr(server, "_active_count"):
+        return server._active_count
+    return len(server._clients)
+
+
+class RawTLSPeer:
+    """One end of a TLS connection driven by hand (ssl.SSLObject over the
+    loop's sock_* calls), so that a test can make it misbehave: stop
+    answering, hang up with FIN or RST at a chosen point."""
+
+    def __init__(self, lp, sock, ctx, *, server_side, server_hostname=None):
+        self.loop = lp
+        self.sock = sock
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(
+            self.incoming, self.outgoing, server_side=server_side, server_hostname=server_hostname
+        )
+
+    async def _flush(self):
+        data = self.outgoing.read()
+        if data:
+            await self.loop.sock_sendall(self.sock, data)
+
+    async def _fill(self):
+        data = await self.loop.sock_recv(self.sock, 65536)
+        if data:
+            self.incoming.write(data)
+        else:
+            self.incoming.write_eof()
+
+    async def handshake(self):
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._fill()
+        await self._flush()
+
+    async def send(self, data):
+        self.obj.write(data)
+        await self._flush()
+
+
+async def raw_tls_server_pair(lp, server_ctx, client_ctx, protocol, **kwargs):
+    """A TLS client transport of ``lp`` connected to a RawTLSPeer server."""
+    lsock = listener()
+    try:
+        async def serve():
+            conn, _ = await lp.sock_accept(lsock)
+            peer = RawTLSPeer(lp, conn, server_ctx, server_side=True)
+            await peer.handshake()
+            return peer
+
+        served = lp.create_task(serve())
+        tr, proto = await wait_for(
+            lp.create_connection(
+                lambda: protocol, *lsock.getsockname(), ssl=client_ctx,
+                server_hostname="localhost", **kwargs,
+            )
+        )
+        return tr, proto, await wait_for(served)
+    finally:
+        lsock.close()
+
+
+def test_client_handshake_timeout(loop, client_ctx, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        with listener() as silent:
+            start = lp.time()
+            try:
+                await wait_for(
+                    lp.create_connection(
+                        asyncio.Protocol, *silent.getsockname(), ssl=client_ctx,
+                        server_hostname="localhost", ssl_handshake_timeout=SHORT_TIMEOUT_S,
+                    )
+                )
+            except Exception as exc:
+                error = exc
+            else:
+                error = None
+            elapsed = lp.time() - start
+        assert SHORT_TIMEOUT_S * 0.9 <= elapsed < SHORT_TIMEOUT_S + 1, elapsed
+        await asyncio.sleep(0)
+        return exc_outcome(error), str(error).startswith("SSL handshake is taking longer"), calls
+
+    outcome = same_as_stock(loop, scenario)
+    assert outcome[0] is not None
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["", "debug"])
+def test_server_handshake_timeout(loop, server_ctx, debug, no_leaks):
+    # In debug mode asyncio also reports the failed handshake of an accepted
+    # connection ("Error on transport creation for incoming connection").
+    async def scenario(lp):
+        lp.set_debug(debug)
+        calls = handler_calls(lp)
+        made = []
+        server = await lp.create_server(
+            lambda: made.append(RecordingProtocol(lp)) or made[-1], HOST, 0,
+            ssl=server_ctx, ssl_handshake_timeout=SHORT_TIMEOUT_S,
+        )
+        with socket.socket() as mute:
+            mute.setblocking(False)
+            await lp.sock_connect(mute, server.sockets[0].getsockname())
+            start = lp.time()
+            # Sends nothing: the server gives up and closes its end.
+            end = await wait_for(lp.sock_recv(mute, 1))
+            elapsed = lp.time() - start
+        assert SHORT_TIMEOUT_S * 0.9 <= elapsed < SHORT_TIMEOUT_S + 1, elapsed
+        await until(lambda: served_count(server) == 0)
+        await _close_server(server)
+        return end, [p.events for p in made], calls
+
+    assert same_as_stock(loop, scenario)[0] == b""
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_shutdown_timeout_with_a_peer_that_never_answers(
+    loop, server_ctx, client_ctx, side, no_leaks
+):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        if side == "client":
+            tr, proto, peer = await raw_tls_server_pair(
+                lp, server_ctx, client_ctx, RecordingProtocol(lp),
+                ssl_shutdown_timeout=SHORT_TIMEOUT_S,
+            )
+        else:
+            served = []
+            server = await lp.create_server(
+                lambda: served.append(RecordingProtocol(lp)) or served[-1], HOST, 0,
+                ssl=server_ctx, ssl_shutdown_timeout=SHORT_TIMEOUT_S,
+            )
+            conn = socket.socket()
+            conn.setblocking(False)
+            await lp.sock_connect(conn, server.sockets[0].getsockname())
+            peer = RawTLSPeer(lp, conn, client_ctx, server_side=False, server_hostname="localhost")
+            await wait_for(peer.handshake())
+            await until(lambda: served and served[0].transport is not None)
+            proto = served[0]
+            tr = proto.transport
+        # The peer stays connected and never reads: close_notify goes
+        # unanswered until the shutdown timeout.
+        start = lp.time()
+        tr.close()
+        closing = tr.is_closing()
+        lost = await wait_for(proto.lost)
+        elapsed = lp.time() - start
+        assert SHORT_TIMEOUT_S * 0.9 <= elapsed < SHORT_TIMEOUT_S + 1, elapsed
+        peer.sock.close()
+        if side == "server":
+            await _close_server(server)
+        return closing, exc_outcome(lost), proto.events, calls
+
+    same_as_stock(loop, scenario)
+
+
+def test_start_tls_handshake_timeout(loop, client_ctx, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        served = []
+        server = await lp.create_server(
+            lambda: served.append(RecordingProtocol(lp)) or served[-1], HOST, 0
+        )
+        tr, _ = await lp.create_connection(
+            lambda: RecordingProtocol(lp), *server.sockets[0].getsockname()[:2]
+        )
+        start = lp.time()
+        try:
+            await wait_for(
+                lp.start_tls(
+                    tr, RecordingProtocol(lp), client_ctx, server_hostname="localhost",
+                    ssl_handshake_timeout=SHORT_TIMEOUT_S,
+                )
+            )
+        except Exception as exc:
+            error = exc
+        else:
+            error = None
+        elapsed = lp.time() - start
+        assert SHORT_TIMEOUT_S * 0.9 <= elapsed < SHORT_TIMEOUT_S + 1, elapsed
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        # The server's plain protocol saw the ClientHello, then the end.
+        return exc_outcome(error), tr.is_closing(), served[0].events, calls
+
+    assert same_as_stock(loop, scenario)[0] is not None
+
+
+class ViewBufferedProtocol(RecordingBufferedProtocol):
+    """Lends a memoryview: asyncio.sslproto fills the rest of a lent buffer
+    through buf[offset:], which copies a bytearray (and loses the bytes)."""
+
+    def get_buffer(self, sizehint):
+        super().get_buffer(sizehint)
+        return memoryview(self.buffer)
+
+
+def test_start_tls_over_buffered_protocols(loop, server_ctx, client_ctx, no_leaks):
+    data = payload(300_000)
+
+    async def main():
+        upgraded = loop.create_future()
+
+        class Upgrader(RecordingBufferedProtocol):
+            def buffer_updated(self, nbytes):
+                super().buffer_updated(nbytes)
+                if bytes(self.data) == b"go":
+                    self.transport.write(b"ok")
+                    loop.create_task(self.upgrade())
+
+            async def upgrade(self):
+                app = ViewBufferedProtocol(loop, 1000)
+                tls = await loop.start_tls(self.transport, app, server_ctx, server_side=True)
+                app.connection_made(tls)
+                upgraded.set_result(app)
+
+        server = await loop.create_server(lambda: Upgrader(loop), HOST, 0)
+        tr, client = await loop.create_connection(
+            lambda: RecordingBufferedProtocol(loop), *server.sockets[0].getsockname()[:2]
+        )
+        tr.write(b"go")
+        await until(lambda: client.data == b"ok")
+        app = ViewBufferedProtocol(loop, 777)
+        tls_tr = await wait_for(
+            loop.start_tls(tr, app, client_ctx, server_hostname="localhost")
+        )
+        app.connection_made(tls_tr)
+        served = await wait_for(upgraded)
+        tls_tr.write(data)
+        served.transport.write(data[::-1])
+        await until(lambda: len(served.data) == len(data) and len(app.data) == len(data))
+        tls_tr.close()
+        await wait_for(app.lost)
+        await wait_for(served.lost)
+        await _close_server(server)
+        return bytes(served.data) == data, bytes(app.data) == data[::-1], max(app.sizes_asked) > 0
+
+    assert loop.run_until_complete(main()) == (True, True, True)
+
+
+def test_tls_over_unix_sockets(loop, server_ctx, client_ctx, no_leaks):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tls.sock")
+
+        async def scenario(lp):
+            served = []
+            server = await lp.create_unix_server(
+                lambda: served.append(EchoProtocol(lp)) or served[-1], path, ssl=server_ctx
+            )
+            with pytest.raises(ValueError) as no_name:
+                await lp.create_unix_connection(asyncio.Protocol, path, ssl=client_ctx)
+            tr, client = await wait_for(
+                lp.create_unix_connection(
+                    lambda: RecordingProtocol(lp), path, ssl=client_ctx,
+                    server_hostname="localhost",
+                )
+            )
+            tr.write(b"over a unix socket")
+            got = await wait_for(client.received(18))
+            info = (
+                tr.get_extra_info("peername"),
+                tr.get_extra_info("socket").family,
+                served[0].transport.get_extra_info("sockname"),
+                tr.get_extra_info("ssl_object").server_hostname,
+            )
+            tr.close()
+            await wait_for(client.lost)
+            await wait_for(served[0].lost)
+            await _close_server(server)
+            return str(no_name.value), got, info, client.events, served[0].events
+
+        outcome = same_as_stock(loop, scenario)
+    assert outcome[1] == b"over a unix socket"
+    assert outcome[2] == (path, socket.AF_UNIX, path, "localhost")
+
+
+def test_every_extra_info_key(loop, server_ctx, client_ctx, no_leaks):
+    keys = ("sslcontext", "ssl_object", "peercert", "cipher", "compression", "socket",
+            "sockname", "peername")
+
+    def describe(tr, ctx):
+        sslobj = tr.get_extra_info("ssl_object")
+        sock = tr.get_extra_info("socket")
+        return {
+            "sslcontext": tr.get_extra_info("sslcontext") is ctx,
+            "ssl_object": type(sslobj).__name__,
+            "peercert": tr.get_extra_info("peercert") == sslobj.getpeercert(),
+            "peercert is None": tr.get_extra_info("peercert") is None,
+            "cipher": tr.get_extra_info("cipher") == sslobj.cipher(),
+            "compression": tr.get_extra_info("compression") == sslobj.compression(),
+            "socket": (sock.family, sock.type, sock.fileno() >= 0),
+            "sockname": tr.get_extra_info("sockname") == sock.getsockname(),
+            "peername": tr.get_extra_info("peername") == sock.getpeername(),
+            "all present": [k for k in keys if tr.get_extra_info(k, "absent") == "absent"],
+            "missing": (tr.get_extra_info("no such key"), tr.get_extra_info("nope", 42)),
+        }
+
+    async def scenario(lp):
+        server, addr, served = await _tls_server(lp, server_ctx)
+        tr, client = await lp.create_connection(
+            lambda: RecordingProtocol(lp), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        await until(lambda: served)
+        await wait_for(served[0].made)
+        out = describe(tr, client_ctx), describe(served[0].transport, server_ctx)
+        tr.close()
+        await wait_for(client.lost)
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        # After the connection is gone, as asyncio: what is still known.
+        after = tr.get_extra_info("sslcontext") is client_ctx, tr.get_extra_info("nope", 7)
+        return out, after
+
+    (client, served), after = same_as_stock(loop, scenario)
+    assert client["ssl_object"] == "SSLObject" and client["all present"] == []
+    assert served["peercert is None"] and not client["peercert is None"]
+    assert after == (True, 7)
+
+
+class Pump(RecordingProtocol):
+    """Writes ``data`` in chunks as fast as flow control lets it."""
+
+    CHUNK = 256 * 1024
+
+    def __init__(self, loop, data):
+        super().__init__(loop)
+        self.out = memoryview(data)
+        self.sent = 0
+        self.writing = True
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self._pump()
+
+    def _pump(self):
+        while self.writing and self.sent < len(self.out):
+            self.transport.write(self.out[self.sent:self.sent + self.CHUNK])
+            self.sent += self.CHUNK
+
+    def pause_writing(self):
+        super().pause_writing()
+        self.writing = False
+
+    def resume_writing(self):
+        super().resume_writing()
+        self.writing = True
+        self._pump()
+
+
+def test_large_transfer_both_ways_with_flow_control(loop, server_ctx, client_ctx, no_leaks):
+    size = 32 * 1024 * 1024
+    up = payload(size)
+    down = up[::-1]
+
+    async def main():
+        served = []
+        server = await loop.create_server(
+            lambda: served.append(Pump(loop, down)) or served[-1], HOST, 0, ssl=server_ctx
+        )
+        tr, client = await loop.create_connection(
+            lambda: Pump(loop, up), *server.sockets[0].getsockname()[:2], ssl=client_ctx,
+            server_hostname="localhost",
+        )
+        await wait_for(client.received(size), 60)
+        await wait_for(served[0].received(size), 60)
+        tr.close()
+        await wait_for(client.lost)
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        return client, served[0]
+
+    client, served = loop.run_until_complete(main())
+    assert bytes(client.data) == down
+    assert bytes(served.data) == up
+    for proto in (client, served):
+        assert proto.events.count("pause") >= 1
+        assert proto.events.count("pause") == proto.events.count("resume")
+
+
+def test_writelines_over_tls(loop, server_ctx, client_ctx, no_leaks):
+    async def main():
+        server, addr, served = await _tls_server(loop, server_ctx, RecordingProtocol)
+        tr, client = await loop.create_connection(
+            lambda: RecordingProtocol(loop), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        tr.writelines([b"one,", bytearray(b"two,"), memoryview(b"three,"), b"", b"x" * 70_000])
+        await until(lambda: served)
+        got = await wait_for(served[0].received(14 + 70_000))
+        tr.close()
+        await wait_for(client.lost)
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        return got
+
+    assert loop.run_until_complete(main()) == b"one,two,three," + b"x" * 70_000
+
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+def test_server_hangs_up_during_the_handshake(loop, client_ctx, how, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        with listener() as lsock:
+            async def hang_up_after_hello():
+                conn, _ = await lp.sock_accept(lsock)
+                await lp.sock_recv(conn, 1)  # the ClientHello has started
+                hang_up(conn, how)
+
+            task = lp.create_task(hang_up_after_hello())
+            try:
+                await wait_for(
+                    lp.create_connection(
+                        asyncio.Protocol, *lsock.getsockname(), ssl=client_ctx,
+                        server_hostname="localhost",
+                    )
+                )
+            except Exception as exc:
+                error = exc
+            else:
+                error = None
+            await task
+        await asyncio.sleep(0)
+        return exc_outcome(error), calls
+
+    assert same_as_stock(loop, scenario)[0] is not None
+
+
+@pytest.mark.parametrize("how", ["fin", "rst", "garbage"])
+def test_client_hangs_up_during_the_handshake(loop, server_ctx, how, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        made = []
+        server = await lp.create_server(
+            lambda: made.append(RecordingProtocol(lp)) or made[-1], HOST, 0, ssl=server_ctx
+        )
+        sock = socket.socket()
+        sock.setblocking(False)
+        await lp.sock_connect(sock, server.sockets[0].getsockname())
+        if how == "garbage":
+            await lp.sock_sendall(sock, b"GET / HTTP/1.0\r\n\r\n")
+            end = await wait_for(lp.sock_recv(sock, 100))
+            sock.close()
+        else:
+            # Half a TLS record header, then the end of the connection.
+            await lp.sock_sendall(sock, b"\x16\x03\x01")
+            await until(lambda: made)
+            hang_up(sock, how)
+            end = None
+        await until(lambda: served_count(server) == 0)
+        await _close_server(server)
+        await asyncio.sleep(0)
+        return end is not None, [p.events for p in made], calls
+
+    same_as_stock(loop, scenario)
+
+
+@pytest.mark.parametrize("how", ["fin", "rst", "close_notify"])
+def test_server_hangs_up_during_a_transfer(loop, server_ctx, client_ctx, how, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        tr, proto, peer = await raw_tls_server_pair(
+            lp, server_ctx, client_ctx, RecordingProtocol(lp)
+        )
+        await peer.send(b"x" * 5000)
+        await wait_for(proto.received(5000))
+        if how == "close_notify":
+            try:
+                peer.obj.unwrap()
+            except ssl.SSLWantReadError:
+                pass
+            await peer._flush()
+            hang_up(peer.sock, "fin")
+        else:
+            hang_up(peer.sock, how)
+        lost = await wait_for(proto.lost)
+        await asyncio.sleep(0)
+        return exc_outcome(lost), proto.events, tr.is_closing(), calls
+
+    same_as_stock(loop, scenario)
+
+
+def test_abort_with_pending_data(loop, server_ctx, client_ctx, no_leaks):
+    async def scenario(lp):
+        calls = handler_calls(lp)
+
+        class Stalled(RecordingProtocol):
+            def connection_made(self, transport):
+                super().connection_made(transport)
+                transport.pause_reading()
+
+        server, addr, served = await _tls_server(lp, server_ctx, Stalled)
+        tr, client = await lp.create_connection(
+            lambda: RecordingProtocol(lp), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        await until(lambda: served)
+        await wait_for(served[0].made)
+        for _ in range(64):
+            tr.write(b"y" * 65536)
+        pending = tr.get_write_buffer_size() > 0
+        tr.abort()
+        state = tr.is_closing(), client.events[:]
+        lost = await wait_for(client.lost)
+        served[0].transport.resume_reading()
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        await asyncio.sleep(0)
+        return pending, state, exc_outcome(lost), client.events, "lost" in served[0].events, calls
+
+    outcome = same_as_stock(loop, scenario)
+    assert outcome[0] is True
+
+
+def test_close_flushes_then_write_after_close(loop, server_ctx, client_ctx, no_leaks):
+    data = payload(3 * 1024 * 1024)
+
+    async def scenario(lp):
+        calls = handler_calls(lp)
+        server, addr, served = await _tls_server(lp, server_ctx, RecordingProtocol)
+        tr, client = await lp.create_connection(
+            lambda: RecordingProtocol(lp), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        tr.write(data)
+        tr.close()
+        with asyncio_log() as log:
+            errors = []
+            for _ in range(7):
+                try:
+                    tr.write(b"late")
+                except Exception as exc:
+                    errors.append(type(exc).__name__)
+            lost = await wait_for(client.lost)
+            for _ in range(2):
+                try:
+                    tr.write(b"later")
+                except Exception as exc:
+                    errors.append(type(exc).__name__)
+        await until(lambda: served)
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        got = bytes(served[0].data) == data
+        return got, exc_outcome(lost), errors, log, client.events, served[0].events, calls
+
+    assert same_as_stock(loop, scenario)[0] is True
+
+
+def test_server_close_with_tls_clients_connected(loop, server_ctx, client_ctx, no_leaks):
+    async def scenario(lp):
+        server, addr, served = await _tls_server(lp, server_ctx)
+        clients = []
+        for _ in range(2):
+            clients.append(await lp.create_connection(
+                lambda: RecordingProtocol(lp), *addr, ssl=client_ctx, server_hostname="localhost"
+            ))
+        await until(lambda: len(served) == 2)
+        server.close()
+        waiting = lp.create_task(server.wait_closed())
+        # The connected clients outlive the listening socket.
+        tr, proto = clients[0]
+        tr.write(b"still here")
+        echoed = await wait_for(proto.received(10))
+        await asyncio.sleep(0.01)
+        # From 3.12.1 on, wait_closed() also waits for the connections to go
+        # (3.11's returns at once; test_tcp's wait_closed tests say the same).
+        early = waiting.done() if sys.version_info >= (3, 12, 1) else None
+        if PY >= (3, 13):  # Server.close_clients() is new in 3.13
+            server.close_clients()
+        else:
+            clients[1][0].close()
+        await wait_for(clients[1][1].lost)
+        tr.close()
+        await wait_for(proto.lost)
+        await wait_for(waiting)
+        return (echoed, server.is_serving(), early, [p.events for p in served],
+                [c[1].events for c in clients])
+
+    assert same_as_stock(loop, scenario)[0] == b"still here"
+
+
+def test_connect_accepted_socket_with_ssl(loop, server_ctx, client_ctx, no_leaks):
+    async def scenario(lp):
+        with listener() as lsock:
+            accepted = lp.create_task(lp.sock_accept(lsock))
+            connecting = lp.create_task(lp.create_connection(
+                lambda: RecordingProtocol(lp), *lsock.getsockname(), ssl=client_ctx,
+                server_hostname="localhost",
+            ))
+            conn, _ = await wait_for(accepted)
+            str_, sproto = await wait_for(lp.connect_accepted_socket(
+                lambda: EchoProtocol(lp), conn, ssl=server_ctx,
+                ssl_handshake_timeout=5, ssl_shutdown_timeout=5,
+            ))
+            tr, proto = await wait_for(connecting)
+        tr.write(b"accepted")
+        got = await wait_for(proto.received(8))
+        info = str_.get_extra_info("sslcontext") is server_ctx, str_.get_extra_info("peercert")
+        tr.close()
+        await wait_for(proto.lost)
+        await wait_for(sproto.lost)
+        return got, info, proto.events, sproto.events
+
+    assert same_as_stock(loop, scenario)[0] == b"accepted"
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["", "debug"])
+def test_tls_server_protocol_factory_fails(loop, server_ctx, debug):
+    # Reported in debug mode only, as asyncio's _accept_connection2. No fd
+    # check: stock asyncio leaves the accepted socket to the collector.
+    async def scenario(lp):
+        lp.set_debug(debug)
+        calls = handler_calls(lp)
+
+        def factory():
+            raise RuntimeError("no protocol today")
+
+        server = await lp.create_server(factory, HOST, 0, ssl=server_ctx)
+        with socket.socket() as sock:
+            sock.setblocking(False)
+            await lp.sock_connect(sock, server.sockets[0].getsockname())
+            await until(lambda: calls or not debug)
+        await _close_server(server)
+        return calls
+
+    calls = same_as_stock(loop, scenario)
+    assert bool(calls) == debug
