@@ -207,6 +207,9 @@ def test_loop_start_tls_with_protocols(loop, server_ctx, client_ctx):
             def data_received(self, data):
                 super().data_received(data)
                 if bytes(self.data) == b"go":
+                    # The ClientHello may come before upgrade() runs: it
+                    # must wait in the socket, not reach this protocol.
+                    self.transport.pause_reading()
                     self.transport.write(b"ok")
                     loop.create_task(self.upgrade())
 
@@ -650,6 +653,9 @@ def test_start_tls_over_buffered_protocols(loop, server_ctx, client_ctx, no_leak
             def buffer_updated(self, nbytes):
                 super().buffer_updated(nbytes)
                 if bytes(self.data) == b"go":
+                    # The ClientHello may come before upgrade() runs: it
+                    # must wait in the socket, not reach this protocol.
+                    self.transport.pause_reading()
                     self.transport.write(b"ok")
                     loop.create_task(self.upgrade())
 
