@@ -157,6 +157,28 @@ def test_writelines_behind_buffered_data(loop):
     assert data == b"\0" * filled + expected + b"end"
 
 
+def test_many_mid_sized_copies_while_buffered(loop):
+    # Copied pieces that straddle the buffer's blocks while its list of
+    # pieces keeps growing: each must land whole and in order.
+    data = payload(3000 * 10007)
+    pieces = [bytearray(data[i : i + 10007]) for i in range(0, len(data), 10007)]
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        filled = await _fill(tr)
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                tr.write(piece)
+            else:
+                tr.writelines([piece[:5000], piece[5000:]])
+        tr.write_eof()
+        received = await _read(loop, peer)
+        await _finish(tr, proto, peer)
+        return received[filled:]
+
+    assert loop.run_until_complete(main()) == data
+
+
 @pytest.mark.parametrize("how", ["write", "writelines"])
 def test_bytearray_mutated_after_buffered_write(loop, loop_name, how):
     original = payload(256 * 1024)

@@ -134,9 +134,9 @@ const WriteQueue = struct {
     /// Copies `data` behind what is queued: first into the tail block's
     /// room, then into one new block. On OutOfMemory nothing is queued.
     fn appendCopy(q: *WriteQueue, data: []const u8) error{OutOfMemory}!void {
-        const tail: ?*Seg = if (q.live().len > 0) &q.segs.items[q.segs.items.len - 1] else null;
-        const room: usize = if (tail) |s| (if (s.owner == null) s.cap - s.end else 0) else 0;
+        const room = q.tailRoom();
         if (data.len > room) {
+            // Before touching the tail: this may move the segment array.
             try q.segs.ensureUnusedCapacity(gpa, 1);
             const rest = data.len - room;
             const block = try gpa.alloc(u8, @max(rest, copy_block_bytes));
@@ -151,11 +151,21 @@ const WriteQueue = struct {
         }
         const head_part = @min(room, data.len);
         if (head_part > 0) {
-            const s = tail.?;
+            // The old tail: just before the block appended above, if any.
+            const s = &q.segs.items[q.segs.items.len - 1 - @intFromBool(data.len > room)];
+            std.debug.assert(s.owner == null and s.cap - s.end >= head_part);
             @memcpy(s.base[s.end..][0..head_part], data[0..head_part]);
             s.end += head_part;
         }
         q.size += data.len;
+    }
+
+    /// Bytes the tail segment can still take: room left in a copy block.
+    fn tailRoom(q: *WriteQueue) usize {
+        const segs = q.live();
+        if (segs.len == 0) return 0;
+        const tail = segs[segs.len - 1];
+        return if (tail.owner == null) tail.cap - tail.end else 0;
     }
 
     /// Queues `data`, which lies inside the immutable `owner`, by reference.
@@ -825,7 +835,7 @@ fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
         gpa.alloc(c.Py_buffer, n) catch return c.PyErr_NoMemory();
     defer if (n > views_on_stack) gpa.free(views);
     const got = takeViews(seq, views) orelse return null;
-    defer for (views[0..got]) |*v| c.PyBuffer_Release(v);
+    defer releaseViews(views[0..got]);
     return writeViews(t, views[0..got]);
 }
 
@@ -856,23 +866,34 @@ fn takeViews(seq: *Obj, views: []c.Py_buffer) ?usize {
         py.incref(item); // the list may drop it while its __buffer__ runs
         defer py.decref(item);
         if (c.PyObject_GetBuffer(item, v, c.PyBUF_SIMPLE) < 0) {
-            for (views[0..i]) |*u| c.PyBuffer_Release(u);
+            releaseViews(views[0..i]);
             return null;
         }
     }
     return views.len;
 }
 
-/// The view PyObject_GetBuffer would give of an exact `bytes`, without its
-/// calls (as `bytes.join` does): bytes has no releasebuffer hook, so the
-/// reference in `obj` is all PyBuffer_Release has to drop.
+/// An exact `bytes` item's storage, without PyObject_GetBuffer's calls (as
+/// `bytes.join` does): the reference in `obj` keeps it. Only `buf`, `obj`
+/// and `len` are set; `releaseViews` drops it, never PyBuffer_Release.
 fn bytesView(b: *Obj, v: *c.Py_buffer) void {
-    v.* = std.mem.zeroes(c.Py_buffer);
     v.buf = c.PyBytes_AS_STRING(b);
     v.obj = py.newref(b);
     v.len = c.PyBytes_GET_SIZE(b);
-    v.itemsize = 1;
-    v.readonly = 1;
+}
+
+/// Releases what `takeViews` took. bytes has no releasebuffer hook, so an
+/// exact bytes' view is released by dropping its reference.
+fn releaseViews(views: []c.Py_buffer) void {
+    for (views) |*v| {
+        const o: *Obj = v.obj orelse continue;
+        if (c.PyBytes_CheckExact(o) != 0) {
+            v.obj = null;
+            py.decref(o);
+        } else {
+            c.PyBuffer_Release(v);
+        }
+    }
 }
 
 /// A position in writelines()' items: the next unsent byte.
@@ -920,38 +941,79 @@ fn writeViews(t: *Transport, views: []const c.Py_buffer) ?*Obj {
     return writeQueued(t);
 }
 
-/// Sends `views` from `at` in sendmsg calls of up to `iov_max` iovecs
-/// until all is sent or the socket is full, advancing `at`. Returns the
-/// errno of a failed send, else 0.
+/// Runs of writelines() items shorter than this are copied together into
+/// one iovec, longer ones get their own: a short copy costs less than an
+/// iovec (measured on loopback: 64 items of 512 B went out faster joined,
+/// 64 of 2 KiB faster gathered), and a long item is never copied.
+const gather_min_bytes = 1024;
+/// Where one sendmsg's short items are copied; 16 KiB of stack.
+const scratch_bytes = 16 * 1024;
+
+/// Sends `views` from `at` in sendmsg calls until all is sent or the
+/// socket is full, advancing `at`. Returns the errno of a failed send,
+/// else 0. What the socket did not take is still read from the items,
+/// not from the scratch copy, so the copy may be thrown away.
 fn sendViews(fd: i32, views: []const c.Py_buffer, at: *Cursor) u16 {
     var iov: [iov_max]std.posix.iovec_const = undefined;
+    var scratch: [scratch_bytes]u8 = undefined;
     while (at.item < views.len) {
-        var n: usize = 0;
-        var want: usize = 0;
-        var i = at.item;
-        var offset = at.offset;
-        while (i < views.len and n < iov_max) : ({
-            i += 1;
-            offset = 0;
-        }) {
-            const b = viewBytes(&views[i])[offset..];
-            if (b.len == 0) continue;
-            iov[n] = .{ .base = b.ptr, .len = b.len };
-            n += 1;
-            want += b.len;
-        }
-        if (n == 0) break; // only empty items were left
-        const rc = sendIov(fd, iov[0..n]);
+        const batch = gatherViews(views, at.*, &iov, &scratch);
+        if (batch.iovecs == 0) break; // only empty items were left
+        const rc = sendIov(fd, iov[0..batch.iovecs]);
         switch (errnoOf(rc)) {
             .SUCCESS => {},
             .AGAIN, .INTR => return 0,
             else => |e| return @intFromEnum(e),
         }
-        at.advance(views, rc);
-        if (rc < want) return 0;
+        if (rc < batch.bytes) {
+            at.advance(views, rc);
+            return 0;
+        }
+        at.* = batch.end;
     }
     at.* = .{ .item = views.len };
     return 0;
+}
+
+const Batch = struct {
+    iovecs: usize,
+    bytes: usize,
+    /// Where the next batch starts.
+    end: Cursor,
+};
+
+/// Points `iov` at the items from `at` on, in order, until `iov` or
+/// `scratch` is full: long items in place, runs of short ones copied into
+/// `scratch` and sharing an iovec.
+fn gatherViews(views: []const c.Py_buffer, at: Cursor, iov: []std.posix.iovec_const, scratch: []u8) Batch {
+    var n: usize = 0;
+    var bytes: usize = 0;
+    var used: usize = 0;
+    var in_run = false; // iov[n - 1] is a run of copies ending at `used`
+    var i = at.item;
+    var offset = at.offset;
+    while (i < views.len) : ({
+        i += 1;
+        offset = 0;
+    }) {
+        const b = viewBytes(&views[i])[offset..];
+        if (b.len == 0) continue;
+        const copy = b.len < gather_min_bytes;
+        if (copy and used + b.len > scratch.len) break;
+        if (!(copy and in_run)) {
+            if (n == iov.len) break;
+            iov[n] = .{ .base = if (copy) scratch.ptr + used else b.ptr, .len = 0 };
+            n += 1;
+        }
+        if (copy) {
+            @memcpy(scratch[used..][0..b.len], b);
+            used += b.len;
+        }
+        iov[n - 1].len += b.len;
+        in_run = copy;
+        bytes += b.len;
+    }
+    return .{ .iovecs = n, .bytes = bytes, .end = .{ .item = i, .offset = offset } };
 }
 
 fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
