@@ -1072,3 +1072,54 @@ def test_tls_server_protocol_factory_fails(loop, server_ctx, debug):
 
     calls = same_as_stock(loop, scenario)
     assert bool(calls) == debug
+    with warnings.catch_warnings():
+        # Collect stock asyncio's abandoned socket here, not in a later test.
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"ssl": True},  # refused by SSLProtocol: a server side needs a context
+        {"ssl": False},
+        {"ssl": False, "ssl_handshake_timeout": 1},
+        {"ssl_shutdown_timeout": 1},
+        {"ssl": "server", "ssl_handshake_timeout": 0},
+        {"ssl": "server", "ssl_shutdown_timeout": -1},
+    ],
+    ids=["ssl-true", "ssl-false", "false-handshake", "shutdown-no-ssl", "handshake-0",
+         "shutdown-negative"],
+)
+def test_connect_accepted_socket_tls_arguments(loop, server_ctx, kwargs, no_leaks):
+    # Checked as asyncio's connect_accepted_socket, not as a server's
+    # (which refuses a bool ssl outright).
+    kwargs = {k: server_ctx if v == "server" else v for k, v in kwargs.items()}
+
+    async def scenario(lp):
+        a, b = socket.socketpair()
+        with a, b:
+            try:
+                tr, _ = await lp.connect_accepted_socket(asyncio.Protocol, a, **kwargs)
+            except (TypeError, ValueError) as exc:
+                return type(exc).__name__, str(exc)
+            tr.close()
+            await asyncio.sleep(0)
+            return "transport", tr.get_extra_info("ssl_object")
+
+    same_as_stock(loop, scenario)
+
+
+@pytest.mark.parametrize("method", ["create_connection", "create_server",
+                                    "connect_accepted_socket"])
+def test_ssl_sockets_are_refused(loop, client_ctx, method, no_leaks):
+    async def scenario(lp):
+        raw = socket.socket()
+        with client_ctx.wrap_socket(raw, server_hostname="x", do_handshake_on_connect=False) as s:
+            call = getattr(lp, method)
+            args = (s,) if method == "connect_accepted_socket" else ()
+            with pytest.raises(TypeError) as info:
+                await call(asyncio.Protocol, *args, **({} if args else {"sock": s}))
+            return str(info.value)
+
+    assert same_as_stock(loop, scenario) == "Socket cannot be of type SSLSocket"

@@ -725,6 +725,8 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         server_hostname = _tls.client_server_hostname(
             ssl, host, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout
         )
+        if sock is not None:
+            _check_ssl_socket(sock)
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")
@@ -815,7 +817,8 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         """Wrap an already accepted connection in a transport."""
         if sock.type != socket.SOCK_STREAM:
             raise ValueError(f"A Stream Socket was expected, got {sock!r}")
-        _tls.check_server_args(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
+        _tls.check_accepted_args(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
+        _check_ssl_socket(sock)
         return await self._create_connection_transport(
             sock, protocol_factory, ssl, "", server_side=True,
             ssl_handshake_timeout=ssl_handshake_timeout,
@@ -834,6 +837,8 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         protocol_factory = self._serving_factory(
             protocol_factory, ssl, ssl_handshake_timeout, ssl_shutdown_timeout
         )
+        if sock is not None:
+            _check_ssl_socket(sock)
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")

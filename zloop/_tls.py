@@ -49,6 +49,16 @@ def check_server_args(ssl, handshake_timeout, shutdown_timeout):
         raise RuntimeError("Python ssl module is not available")
 
 
+def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
+    """Validate connect_accepted_socket()'s TLS arguments as asyncio does:
+    any false ``ssl`` means plain (unlike a server's, ``ssl=True`` is let
+    through and refused by SSLProtocol: a server side needs a context)."""
+    if handshake_timeout is not None and not ssl:
+        raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
+    if shutdown_timeout is not None and not ssl:
+        raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
+
+
 def ssl_protocol(loop, app_protocol, ssl, waiter, *, server_side, server_hostname=None,
                  handshake_timeout=None, shutdown_timeout=None, call_connection_made=True):
     """The TLS protocol to give the raw transport. ``ssl=True`` means a
