@@ -1123,3 +1123,51 @@ def test_ssl_sockets_are_refused(loop, client_ctx, method, no_leaks):
             return str(info.value)
 
     assert same_as_stock(loop, scenario) == "Socket cannot be of type SSLSocket"
+
+
+def test_start_tls_over_a_tls_transport(loop, server_ctx, client_ctx, no_leaks):
+    # TLS inside TLS (an HTTPS proxy's CONNECT tunnel): asyncio's TLS
+    # transport is itself _start_tls_compatible.
+    async def scenario(lp):
+        upgraded = lp.create_future()
+
+        class Upgrader(RecordingProtocol):
+            def data_received(self, data):
+                super().data_received(data)
+                if bytes(self.data) == b"go":
+                    self.transport.pause_reading()
+                    self.transport.write(b"ok")
+                    lp.create_task(self.upgrade())
+
+            async def upgrade(self):
+                inner = EchoProtocol(lp)
+                tls = await lp.start_tls(self.transport, inner, server_ctx, server_side=True)
+                inner.connection_made(tls)
+                upgraded.set_result(inner)
+
+        server = await lp.create_server(lambda: Upgrader(lp), HOST, 0, ssl=server_ctx)
+        tr, outer = await lp.create_connection(
+            lambda: RecordingProtocol(lp), *server.sockets[0].getsockname()[:2],
+            ssl=client_ctx, server_hostname="localhost",
+        )
+        tr.write(b"go")
+        await wait_for(outer.received(2))
+        inner = RecordingProtocol(lp)
+        inner_tr = await wait_for(
+            lp.start_tls(tr, inner, client_ctx, server_hostname="localhost")
+        )
+        inner.connection_made(inner_tr)
+        served = await wait_for(upgraded)
+        inner_tr.write(b"twice wrapped")
+        got = await wait_for(inner.received(13))
+        inner_tr.close()
+        await wait_for(inner.lost)
+        await wait_for(served.lost)
+        # The outer transport now belongs to the inner TLS layer, which
+        # closed it: the outer protocol hears nothing more.
+        outer_closing = tr.is_closing()
+        await until(lambda: served_count(server) == 0)
+        await _close_server(server)
+        return got, inner.events, served.events, outer_closing, outer.events
+
+    assert same_as_stock(loop, scenario)[0] == b"twice wrapped"
