@@ -103,6 +103,28 @@ def test_socket_file_after_close(loop, sock_path):
     assert loop.run_until_complete(main()) is (PY < (3, 13))
 
 
+@pytest.mark.parametrize("bound_by", ["path", "sock"])
+def test_socket_file_replaced_before_close_is_left_alone(loop, sock_path, bound_by):
+    # test_asyncio's test_unix_server_cleanup_replaced (3.13): the cleanup
+    # removes only the file the server bound; once it was unlinked and
+    # another socket bound at the same path, close() must not remove that
+    # one (asyncio compares the inode recorded when the server started).
+    async def main():
+        if bound_by == "path":
+            server, _ = await _serve(loop, sock_path)
+        else:
+            sock = socket.socket(socket.AF_UNIX)
+            sock.bind(sock_path)
+            server = await loop.create_unix_server(asyncio.Protocol, sock=sock)
+        os.unlink(sock_path)
+        with socket.socket(socket.AF_UNIX) as other:
+            other.bind(sock_path)
+            await _close_server(server)
+            return os.path.exists(sock_path)
+
+    assert loop.run_until_complete(main()) is True
+
+
 def test_stale_socket_file_is_replaced(loop, sock_path):
     stale = socket.socket(socket.AF_UNIX)
     stale.bind(sock_path)

@@ -288,8 +288,8 @@ class Server(asyncio.AbstractServer):
         for sock in sockets:
             self._loop._stop_serving(sock, self._acceptors.pop(sock, None))
         self._serving = False
-        for path in self._unix_paths:
-            _unlink_socket_file(path)
+        for path, inode in self._unix_paths:
+            _unlink_socket_file(path, inode)
         self._unix_paths = []
         fut = self._serving_forever_fut
         if fut is not None and not fut.done():
@@ -406,9 +406,22 @@ def _discard_attempt(task):
         task.result().close()
 
 
-def _unlink_socket_file(path):
+def _socket_file_inode(path):
+    """The inode of the socket file a server just bound, or None if gone."""
     try:
-        if stat.S_ISSOCK(os.stat(path).st_mode):
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _unlink_socket_file(path, inode):
+    """Remove a closing server's socket file, unless it is no longer the one
+    the server bound (``inode``): another socket bound at the same path after
+    the file was unlinked is left alone, as asyncio does."""
+    if inode is None:
+        return
+    try:
+        if os.stat(path).st_ino == inode:
             os.unlink(path)
     except OSError:
         pass
@@ -939,7 +952,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 sock.close()
                 raise
             if cleanup_socket and sys.version_info >= (3, 13) and path[0] not in (0, "\x00"):
-                unix_paths.append(path)
+                unix_paths.append((path, _socket_file_inode(path)))
         else:
             if sock is None:
                 raise ValueError("path was not specified, and no sock specified")
@@ -948,7 +961,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             if cleanup_socket and sys.version_info >= (3, 13):
                 name = sock.getsockname()
                 if isinstance(name, str) and name and name[0] != "\x00":
-                    unix_paths.append(name)
+                    unix_paths.append((name, _socket_file_inode(name)))
         sock.setblocking(False)
         server = Server(self, [sock], protocol_factory, backlog, unix_paths)
         if start_serving:
