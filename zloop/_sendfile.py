@@ -38,6 +38,10 @@ def _check_sendfile_params(sock, file, offset, count):
         raise ValueError("file should be opened in binary mode")
     if sock.type != socket.SOCK_STREAM:
         raise ValueError("only SOCK_STREAM type sockets are supported")
+    _check_offset_count(offset, count)
+
+
+def _check_offset_count(offset, count):
     if count is not None:
         if not isinstance(count, int):
             raise TypeError(f"count must be a positive integer (got {count!r})")
@@ -268,15 +272,7 @@ class SendfileMixin:
                 transp.resume_reading()
 
     async def _sendfile_fallback(self, transp, file, offset, count):
-        if count is not None:
-            if not isinstance(count, int):
-                raise TypeError(f"count must be a positive integer (got {count!r})")
-            if count <= 0:
-                raise ValueError(f"count must be a positive integer (got {count!r})")
-        if not isinstance(offset, int):
-            raise TypeError(f"offset must be a non-negative integer (got {offset!r})")
-        if offset < 0:
-            raise ValueError(f"offset must be a non-negative integer (got {offset!r})")
+        _check_offset_count(offset, count)
         if offset:
             file.seek(offset)
         proto = _SendfileProtocol(transp)
