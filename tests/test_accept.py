@@ -29,7 +29,6 @@ from _support import open_fds, yield_passes
 pytestmark = pytest.mark.network
 
 HOST = "127.0.0.1"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _ipv6_loopback():
@@ -483,19 +482,25 @@ _EMFILE_CHILD = textwrap.dedent(
 )
 
 
-def _run_emfile_child(loop_name, close_during_backoff):
+def _run_emfile_child(loop_name, close_during_backoff, tmp_path):
+    # The child imports the zloop this process runs (the source tree with
+    # its in-place build, or the one tox installed), never the source tree
+    # by accident: its working directory, first on `-c`'s path, is empty.
+    import zloop
+
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(zloop.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [sys.executable, "-c", _EMFILE_CHILD, loop_name, "1" if close_during_backoff else "0"],
-        capture_output=True, text=True, timeout=25, env=env,
+        capture_output=True, text=True, timeout=25, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_emfile_is_reported_then_accepting_resumes(loop_name):
-    result = _run_emfile_child(loop_name, close_during_backoff=False)
+def test_emfile_is_reported_then_accepting_resumes(loop_name, tmp_path):
+    result = _run_emfile_child(loop_name, close_during_backoff=False, tmp_path=tmp_path)
     assert result["message"] == "socket.accept() out of system resource"
     assert result["errno"] == errno.EMFILE
     assert result["exc_type"] == "OSError"
@@ -515,8 +520,8 @@ def test_emfile_is_reported_then_accepting_resumes(loop_name):
     assert result["listener_closed"] is True
 
 
-def test_server_closed_during_emfile_backoff(loop_name):
-    result = _run_emfile_child(loop_name, close_during_backoff=True)
+def test_server_closed_during_emfile_backoff(loop_name, tmp_path):
+    result = _run_emfile_child(loop_name, close_during_backoff=True, tmp_path=tmp_path)
     assert result["message"] == "socket.accept() out of system resource"
     assert result["accepted"] == 0
     assert result["listener_closed"] is True
