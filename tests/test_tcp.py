@@ -937,3 +937,39 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
     assert loop.run_until_complete(main()) == len(data)
     if keep:
         assert b"".join(kept) == data
+
+
+def test_io_runs_after_callbacks_queued_before_the_poll(loop):
+    """A callback scheduled before the pass that sees data runs before
+    data_received/datagram_received, as asyncio queues its I/O handles."""
+    order = []
+
+    class Stream(asyncio.Protocol):
+        def data_received(self, data):
+            order.append("data_received")
+
+    class Datagram(asyncio.DatagramProtocol):
+        def datagram_received(self, data, addr):
+            order.append("datagram_received")
+
+    async def main():
+        a, b = socket.socketpair()
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        tr, _ = await loop.connect_accepted_socket(Stream, b)
+        dg, _ = await loop.create_datagram_endpoint(Datagram, local_addr=(HOST, 0))
+        await asyncio.sleep(0.01)
+        a.send(b"x")
+        udp.sendto(b"y", dg.get_extra_info("sockname"))
+        loop.call_soon(order.append, "call_soon")
+        for _ in range(100):
+            if len(order) == 3:
+                break
+            await asyncio.sleep(0.01)
+        tr.close()
+        dg.close()
+        a.close()
+        udp.close()
+        await asyncio.sleep(0)
+
+    loop.run_until_complete(main())
+    assert order == ["call_soon", "data_received", "datagram_received"]

@@ -21,7 +21,8 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
-const shared = @import("transport_methods.zig").Methods(@This());
+const transport_methods = @import("transport_methods.zig");
+const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
 const gpa = std.heap.c_allocator;
@@ -63,8 +64,10 @@ const Entry = struct {
     addr: ?*Obj,
 };
 
-const Inner = struct {
+pub const Inner = struct {
     owner: *Transport,
+    /// Queued behind the ready callbacks when the fd is ready (`shared.onReady`).
+    io: transport_methods.IoQueued = shared.ioQueued(),
     w: core.IoWatcher,
     queue: std.ArrayList(Entry) = .empty,
     /// Entries of `queue` before this index are sent.
@@ -147,7 +150,7 @@ fn loopOf(t: *Transport) *loop_mod.Loop {
 }
 
 pub fn isWatcher(w: *core.IoWatcher) bool {
-    return w.on_ready == onReady;
+    return w.on_ready == shared.onReady;
 }
 
 pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
@@ -497,7 +500,8 @@ fn enqueue(t: *Transport, d: *Obj, data: []const u8, addr: ?*Obj) ?*Obj {
 
 // ------------------------------------------------------------ readiness
 
-fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+/// Runs from the ready queue (see `shared.onReady`).
+pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     const in: *Inner = @fieldParentPtr("w", w);
     const t = in.owner;
     // The callbacks below may close the transport and drop the reactor's
@@ -627,7 +631,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = onReady, .registered = registered },
+        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
         .family = @intCast(family & 0xffff),
         .connected = connected != 0,
         .send_empty = send_empty != 0,

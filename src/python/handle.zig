@@ -188,6 +188,11 @@ pub fn argsTuple(h: *Handle) ?*Obj {
 // ------------------------------------------------------------ Python side
 
 /// The Python object that owns a queued core callback.
+/// Whether a queued callback is a handle's (not a transport's I/O).
+pub fn isHandleNode(cb: *core.Callback) bool {
+    return cb.run == runNode or cb.run == runTimerNode;
+}
+
 pub fn ownerOf(cb: *core.Callback) *Obj {
     if (cb.run == runNode) return py.obj(@as(*Handle, @fieldParentPtr("node", cb)));
     std.debug.assert(cb.run == runTimerNode);

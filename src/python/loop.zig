@@ -817,6 +817,9 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     var i: usize = 0;
     while (i < q.len) : (i += 1) {
         const cb = q.items[(q.head + i) & (q.items.len - 1)];
+        // A queued transport (its I/O, see transport_methods.zig) is not
+        // the loop's to report.
+        if (!handle.isHandleNode(cb)) continue;
         const rc = visit.?(handle.ownerOf(cb), arg);
         if (rc != 0) return rc;
     }

@@ -31,7 +31,8 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
-const shared = @import("transport_methods.zig").Methods(@This());
+const transport_methods = @import("transport_methods.zig");
+const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
 const gpa = std.heap.c_allocator;
@@ -49,8 +50,10 @@ pub const Transport = extern struct {
     inner: ?*Inner,
 };
 
-const Inner = struct {
+pub const Inner = struct {
     owner: *Transport,
+    /// Queued behind the ready callbacks when the fd is ready (`shared.onReady`).
+    io: transport_methods.IoQueued = shared.ioQueued(),
     w: core.IoWatcher,
     /// What write()/writelines() could not send yet (see `WriteQueue`).
     wq: WriteQueue = .{},
@@ -273,7 +276,7 @@ fn loopOf(t: *Transport) *loop_mod.Loop {
 
 /// The owner of a reactor watcher, if the watcher is a transport's.
 pub fn isTransportWatcher(w: *core.IoWatcher) bool {
-    return w.on_ready == onReady;
+    return w.on_ready == shared.onReady;
 }
 
 pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
@@ -388,7 +391,8 @@ fn sendIov(fd: i32, iov: []const std.posix.iovec_const) usize {
 
 // ------------------------------------------------------------ readiness
 
-fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+/// Runs from the ready queue (see `shared.onReady`).
+pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     const in: *Inner = @fieldParentPtr("w", w);
     const t = in.owner;
     // The callbacks below may close the transport and drop the reactor's
@@ -625,7 +629,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = onReady, .registered = registered },
+        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
         .buffered = buffered != 0,
     };
     l.reactor.attach(&in.w) catch {

@@ -1,17 +1,71 @@
-//! Transport methods that the stream transport (transport.zig) and the
-//! datagram transport (datagram.zig) share word for word: the write-buffer
-//! limits and pausing/resuming reading. Each file instantiates
-//! `Methods(@This())`; the file provides `Transport` (a Python object whose
-//! `inner: ?*Inner` is null once the transport is gone), and `innerOrRaise`,
-//! `updateInterest`, `captureContext` and `maybePause`, and `Inner` has
-//! `closing`, `paused`, `low` and `high`.
+//! What the stream transport (transport.zig) and the datagram transport
+//! (datagram.zig) share word for word: how readiness reaches them (queued
+//! behind the ready callbacks, `onReady`), the write-buffer limits and
+//! pausing/resuming reading. Each file instantiates `Methods(@This())`; the
+//! file provides `Transport` (a Python object with `loop` and an
+//! `inner: ?*Inner` that is null once the transport is gone), `Inner` (with
+//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high`),
+//! `dispatch(w, ev)`, `innerOrRaise`, `updateInterest`, `captureContext` and
+//! `maybePause`.
 const std = @import("std");
+const core = @import("core");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
+const loop_mod = @import("loop.zig");
+
+/// A transport's place in the loop's ready queue, with the readiness seen
+/// since it was queued.
+pub const IoQueued = struct {
+    node: core.Callback,
+    queued: bool = false,
+    readable: bool = false,
+    writable: bool = false,
+};
 
 pub fn Methods(comptime M: type) type {
     return struct {
+        /// The reactor's readiness callback. It records what is ready and
+        /// queues the transport behind the callbacks already in the ready
+        /// queue, to be dispatched in this same pass: asyncio queues its
+        /// reader and writer handles the same way, so a callback scheduled
+        /// before the poll (a future a coroutine is about to wait on, say)
+        /// runs before data_received, as on asyncio and uvloop.
+        pub fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
+            const in: *M.Inner = @fieldParentPtr("w", w);
+            in.io.readable = in.io.readable or ev.readable;
+            in.io.writable = in.io.writable or ev.writable;
+            if (in.io.queued) return;
+            const l = py.cast(loop_mod.Loop, in.owner.loop.?);
+            l.reactor.callSoon(&in.io.node) catch return error.Aborted;
+            in.io.queued = true;
+            py.incref(py.obj(in.owner)); // the queue's reference
+        }
+
+        /// A fresh `Inner.io`.
+        pub fn ioQueued() IoQueued {
+            return .{ .node = .{ .run = runQueued, .drop = dropQueued } };
+        }
+
+        fn runQueued(cb: *core.Callback) core.RunError!void {
+            const io: *IoQueued = @fieldParentPtr("node", cb);
+            const in: *M.Inner = @fieldParentPtr("io", io);
+            const owner = in.owner;
+            defer py.decref(py.obj(owner));
+            const ev: core.reactor.Event = .{ .fd = in.w.fd, .readable = io.readable, .writable = io.writable };
+            io.queued = false;
+            io.readable = false;
+            io.writable = false;
+            return M.dispatchReady(&in.w, ev);
+        }
+
+        fn dropQueued(cb: *core.Callback) void {
+            const io: *IoQueued = @fieldParentPtr("node", cb);
+            const in: *M.Inner = @fieldParentPtr("io", io);
+            io.queued = false;
+            py.decref(py.obj(in.owner));
+        }
+
         pub fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
             const in = M.innerOrRaise(self) orelse return null;
             const low: py.Ssize = @intCast(in.low);
