@@ -8,6 +8,7 @@ const c = py.c;
 const Obj = py.Obj;
 const state = @import("state.zig");
 const handle = @import("handle.zig");
+const sockops = @import("sockops.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
@@ -600,16 +601,12 @@ fn sockWaitRan(loop: *Loop, h: *Handle, finished: bool) void {
     };
 }
 
-/// `fut.set_exception(OSError(errno))` unless fut is done; errors from
-/// that are reported as unraisable.
+/// `fut.set_exception(OSError(errno))` unless fut is done (sockops'
+/// own rejection); errors from that are reported as unraisable.
 fn failWait(fut: *Obj, errno: u16) void {
-    _ = py.raiseErrno(errno);
-    const exc = py.fetchException() orelse return;
-    defer py.decref(exc);
-    const done = c.PyObject_CallMethod(fut, "done", null) orelse return c.PyErr_WriteUnraisable(fut);
-    defer py.decref(done);
-    if (py.isTrue(done)) return;
-    const r = c.PyObject_CallMethod(fut, "set_exception", "O", exc) orelse return c.PyErr_WriteUnraisable(fut);
+    const done = sockops.futureDone(fut) orelse return c.PyErr_WriteUnraisable(fut);
+    if (done) return;
+    const r = sockops.reject(fut, errno) orelse return c.PyErr_WriteUnraisable(fut);
     py.decref(r);
 }
 

@@ -20,10 +20,10 @@ const Names = struct {
 var names: Names = undefined;
 
 /// True when `fut.done()` (or when asking raised: the error is pending).
-fn futureDone(fut: *Obj) ?bool {
+pub fn futureDone(fut: *Obj) ?bool {
     const r = c.PyObject_CallMethodObjArgs(fut, names.done, @as(?*Obj, null)) orelse return null;
     defer py.decref(r);
-    return r == @as(*Obj, @ptrCast(&c._Py_TrueStruct));
+    return py.isTrue(r);
 }
 
 /// `fut.set_result(value)`, consuming `value`; True (the wait is over).
@@ -36,7 +36,7 @@ fn resolve(fut: *Obj, value: *Obj) ?*Obj {
 
 /// `fut.set_exception(OSError(errno, strerror))`: the errno picks the
 /// subclass (ConnectionResetError...), as the socket module raises; True.
-fn reject(fut: *Obj, errno: u16) ?*Obj {
+pub fn reject(fut: *Obj, errno: u16) ?*Obj {
     const e: c_int = errno;
     const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
     defer py.decref(args);
