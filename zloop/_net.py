@@ -164,6 +164,13 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))
         self._protocol_connected = True
 
+    def get_extra_info(self, name, default=None):
+        if name == "socket":
+            # Whoever sends on the socket directly comes after what earlier
+            # write() calls held back (see Cork in transport.zig).
+            self._uncork()
+        return self._extra.get(name, default)
+
     def set_write_buffer_limits(self, high=None, low=None):
         if high is None:
             high = 64 * 1024 if low is None else 4 * low

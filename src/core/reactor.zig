@@ -29,6 +29,18 @@ pub const Callback = struct {
 
 fn dropNothing(_: *Callback) void {}
 
+/// Work deferred to the end of the callback that is running: the adapter
+/// queues one with `deferFlush` from inside a callback (a transport holding
+/// back small writes so that several go out in one send), and the reactor
+/// runs it as soon as that callback returns, before the next one starts.
+/// As with `Callback`, queuing hands over one reference: `cb.run` consumes
+/// it, `cb.drop` releases it unrun.
+pub const Flush = struct {
+    cb: Callback,
+    next: ?*Flush = null,
+    queued: bool = false,
+};
+
 /// Interest in one fd. The reactor never owns watchers; it finds them by fd
 /// at dispatch time, so a watcher removed by an earlier callback in the same
 /// batch is simply skipped.
@@ -67,6 +79,11 @@ pub const Reactor = struct {
     /// As `loop._clock_resolution`: timers due within it fire this pass.
     clock_resolution_s: f64 = 1e-9,
     hooks: ?Hooks = null,
+    /// True while `runOnce` runs the ready callbacks: `deferFlush` is only
+    /// valid then (outside, a flush would have no callback end to wait for).
+    in_callbacks: bool = false,
+    /// Flushes queued by the running callback, last queued first.
+    flushes: ?*Flush = null,
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
     pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
@@ -90,6 +107,7 @@ pub const Reactor = struct {
     /// Frees the reactor's own memory. The adapter must have drained the
     /// ready queue, the timers and its watchers first (it owns them).
     pub fn deinit(r: *Reactor) void {
+        std.debug.assert(r.flushes == null);
         r.ready.deinit(r.gpa);
         r.timers.deinit(r.gpa);
         r.watchers.deinit(r.gpa);
@@ -243,6 +261,8 @@ pub const Reactor = struct {
     /// were ready at that point. Callbacks queued meanwhile wait for the
     /// next pass, as in `asyncio.base_events._run_once`.
     pub fn runOnce(r: *Reactor) (RunError || error{OutOfMemory})!void {
+        // Left over from a pass that aborted inside a flush.
+        try r.runFlushes();
         const n = try r.wait(r.timeoutMs());
         for (r.events[0..n]) |ev| {
             if (ev.fd == r.waker.read_fd) {
@@ -260,10 +280,47 @@ pub const Reactor = struct {
             const cb: *Callback = timerCallback(t);
             try r.ready.push(r.gpa, cb);
         }
+        r.in_callbacks = true;
+        defer r.in_callbacks = false;
         var todo = r.ready.len;
         while (todo > 0) : (todo -= 1) {
             const cb = r.ready.pop().?;
-            try cb.run(cb);
+            const result = cb.run(cb);
+            // What the callback deferred goes out even if it aborts the
+            // loop (a KeyboardInterrupt must not eat written bytes).
+            if (r.flushes != null) try r.runFlushes();
+            try result;
+        }
+    }
+
+    /// Queues `f` to run when the running callback returns; a flush already
+    /// queued stays queued once. Only while `in_callbacks`.
+    pub fn deferFlush(r: *Reactor, f: *Flush) void {
+        std.debug.assert(r.in_callbacks and !f.queued);
+        f.queued = true;
+        f.next = r.flushes;
+        r.flushes = f;
+    }
+
+    /// Runs every queued flush (those queued meanwhile too). A flush that
+    /// aborts stops the rest, which stay queued for `dropFlushes`.
+    fn runFlushes(r: *Reactor) RunError!void {
+        while (r.flushes) |f| {
+            r.flushes = f.next;
+            f.next = null;
+            f.queued = false;
+            try f.cb.run(&f.cb);
+        }
+    }
+
+    /// Releases flushes left queued by an aborted pass (the adapter calls
+    /// this before closing; a later pass would run them).
+    pub fn dropFlushes(r: *Reactor) void {
+        while (r.flushes) |f| {
+            r.flushes = f.next;
+            f.next = null;
+            f.queued = false;
+            f.cb.drop(&f.cb);
         }
     }
 
@@ -354,6 +411,59 @@ const TimerProbe = struct {
         if (p.stop) p.reactor.stopping = true;
     }
 };
+
+const FlushProbe = struct {
+    cb: Callback = .{ .run = run, .drop = dropNothing },
+    flush: Flush = .{ .cb = .{ .run = runFlush, .drop = dropFlush } },
+    log: *std.ArrayList(u32),
+    id: u32,
+    reactor: *Reactor,
+    dropped: bool = false,
+
+    fn run(cb: *Callback) RunError!void {
+        const p: *FlushProbe = @fieldParentPtr("cb", cb);
+        p.log.append(std.testing.allocator, p.id) catch return error.Aborted;
+        p.reactor.deferFlush(&p.flush);
+        if (p.id == 3) return error.Aborted;
+    }
+
+    fn runFlush(cb: *Callback) RunError!void {
+        const f: *Flush = @fieldParentPtr("cb", cb);
+        const p: *FlushProbe = @fieldParentPtr("flush", f);
+        p.log.append(std.testing.allocator, p.id + 100) catch return error.Aborted;
+    }
+
+    fn dropFlush(cb: *Callback) void {
+        const f: *Flush = @fieldParentPtr("cb", cb);
+        const p: *FlushProbe = @fieldParentPtr("flush", f);
+        p.dropped = true;
+    }
+};
+
+test "a deferred flush runs when its callback returns, before the next; also when it aborts" {
+    try eachBackend(caseDeferredFlush);
+}
+
+fn caseDeferredFlush(r: *Reactor) !void {
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    var a: FlushProbe = .{ .log = &log, .id = 1, .reactor = r };
+    var b: FlushProbe = .{ .log = &log, .id = 2, .reactor = r };
+    var c: FlushProbe = .{ .log = &log, .id = 3, .reactor = r };
+    try r.callSoon(&a.cb);
+    try r.callSoon(&b.cb);
+    try r.callSoon(&c.cb);
+    try std.testing.expect(!r.in_callbacks);
+    try std.testing.expectError(error.Aborted, r.runOnce());
+    try std.testing.expectEqualSlices(u32, &.{ 1, 101, 2, 102, 3, 103 }, log.items);
+    try std.testing.expect(!r.in_callbacks and r.flushes == null);
+    // dropFlushes releases what an aborted flush left.
+    r.in_callbacks = true;
+    r.deferFlush(&a.flush);
+    r.in_callbacks = false;
+    r.dropFlushes();
+    try std.testing.expect(a.dropped and !a.flush.queued and r.flushes == null);
+}
 
 test "due timers fire in deadline order; cancelled ones never; stop ends runForever" {
     try eachBackend(caseDueTimersFireInOrder);

@@ -8,6 +8,7 @@ pub const reactor = @import("reactor.zig");
 
 pub const Reactor = reactor.Reactor;
 pub const Callback = reactor.Callback;
+pub const Flush = reactor.Flush;
 pub const IoWatcher = reactor.IoWatcher;
 pub const TimerEntry = reactor.TimerEntry;
 pub const Interest = reactor.Interest;

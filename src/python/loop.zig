@@ -722,6 +722,7 @@ fn addCallback(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
 /// usable (GC clear) or, with `close_reactor`, frees it (close()).
 fn drain(loop: *Loop, close_reactor: bool) void {
     if (!loop.has_reactor) return;
+    loop.reactor.dropFlushes();
     while (loop.reactor.popReady()) |cb| cb.drop(cb);
     while (loop.reactor.popTimer()) |cb| cb.drop(cb);
     for (loop.reactor.watchers.items) |maybe| {

@@ -57,6 +57,11 @@ pub const Inner = struct {
     w: core.IoWatcher,
     /// What write()/writelines() could not send yet (see `WriteQueue`).
     wq: WriteQueue = .{},
+    /// Small writes held until the running callback returns (see `Cork`).
+    cork: Cork = .{},
+    /// Queued with the reactor while `cork` holds something; holds a
+    /// reference to the transport.
+    flush: core.Flush = .{ .cb = .{ .run = flushCork, .drop = dropCork } },
     high: usize = 64 * 1024,
     low: usize = 16 * 1024,
     conn_lost: u32 = 0,
@@ -103,6 +108,39 @@ const ref_min_bytes = 16 * 1024;
 const copy_block_bytes = 16 * 1024;
 /// iovecs per sendmsg (Linux's `UIO_MAXIOV`); 16 KiB of stack.
 const iov_max = linux.IOV_MAX;
+
+/// Write coalescing. A write() of an exact `bytes`, made from a loop
+/// callback while nothing is buffered, is not sent at once: up to
+/// `cork_slots` of them, `cork_max_bytes` in all, are held by reference and
+/// go out in one send as soon as the callback returns (a reactor flush,
+/// before the next callback runs). uvicorn writes a response's head and
+/// its body separately: one sendmsg per response instead of two sendto.
+///
+/// asyncio sends in write() itself; what a program can see of that is
+/// kept. Every method that reads or changes the write side sends what is
+/// held first (get_write_buffer_size, is_closing, writelines, write_eof,
+/// close, abort, the limits, sendfile, the socket from get_extra_info;
+/// StreamWriter.drain() asks is_closing()), and the held
+/// bytes never exceed the high-water mark, so pause_writing() comes from
+/// the same write() it comes from on asyncio: the rest left by a short
+/// send of what was held is at most the held bytes, below the mark. What
+/// differs is when the bytes reach the kernel within one callback: at its
+/// end, not at each write().
+const cork_slots = 4;
+const cork_max_bytes = 16 * 1024;
+
+const Cork = struct {
+    n: usize = 0,
+    size: usize = 0,
+    iov: [cork_slots]std.posix.iovec_const = undefined,
+    /// The `bytes` each iovec points into (strong references).
+    held: [cork_slots]*Obj = undefined,
+
+    fn release(k: *Cork) void {
+        for (k.held[0..k.n]) |o| py.decref(o);
+        k.* = .{};
+    }
+};
 
 /// One stretch of unsent bytes: `base[start..end]`.
 const Seg = struct {
@@ -360,6 +398,7 @@ pub fn updateInterest(t: *Transport) void {
 }
 
 pub fn maybePause(t: *Transport) bool {
+    if (!uncork(t)) return false;
     const in = t.inner.?;
     if (in.pending() <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
@@ -706,6 +745,7 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const in = t.inner orelse return py.newref(py.none());
     in.wq.releaseAll();
+    in.cork.release();
     if (in.attached) {
         in.attached = false;
         const l = loopOf(t);
@@ -797,6 +837,9 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     const all = viewBytes(&view);
     if (all.len == 0) return py.newref(py.none());
     if (in.conn_lost > 0) return writeAfterLost(t);
+    if (hold(t, view.obj, all)) return py.newref(py.none());
+    if (!uncork(t)) return null;
+    if (in.conn_lost > 0) return writeAfterLost(t);
     var sent: usize = 0;
     if (in.pending() == 0) {
         const rc = sendRaw(in.w.fd, all);
@@ -809,6 +852,89 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     }
     queueData(in, view.obj, all[sent..]) catch return c.PyErr_NoMemory();
     return writeQueued(t);
+}
+
+/// Holds `data` (inside `exporter`) for the flush at the end of the running
+/// callback, if it may be (see `Cork`): true when held.
+fn hold(t: *Transport, exporter: ?*Obj, data: []const u8) bool {
+    const in = t.inner.?;
+    const k = &in.cork;
+    if (in.pending() != 0 or k.n == cork_slots) return false;
+    if (k.size + data.len > @min(cork_max_bytes, in.high)) return false;
+    const o = exporter orelse return false;
+    if (c.PyBytes_CheckExact(o) == 0) return false;
+    const l = loopOf(t);
+    if (!l.has_reactor or !l.reactor.in_callbacks) return false;
+    if (!in.flush.queued) {
+        l.reactor.deferFlush(&in.flush);
+        py.incref(py.obj(t)); // the flush's reference
+    }
+    k.iov[k.n] = .{ .base = data.ptr, .len = data.len };
+    k.held[k.n] = py.newref(o);
+    k.n += 1;
+    k.size += data.len;
+    return true;
+}
+
+/// Sends what `hold` held, as the write() calls would have sent it; a rest
+/// the socket does not take is buffered. false: a Python error is set.
+fn uncork(t: *Transport) bool {
+    const in = t.inner orelse return true;
+    if (in.cork.n == 0) return true;
+    var k = in.cork;
+    in.cork = .{};
+    defer k.release();
+    // Lost meanwhile (a fatal error, _force_close): dropped as a buffer is.
+    if (in.conn_lost > 0) return true;
+    std.debug.assert(in.pending() == 0);
+    const rc = if (k.n == 1)
+        sendRaw(in.w.fd, k.iov[0].base[0..k.iov[0].len])
+    else
+        sendIov(in.w.fd, k.iov[0..k.n]);
+    var sent: usize = 0;
+    switch (errnoOf(rc)) {
+        .SUCCESS => sent = rc,
+        .AGAIN, .INTR => {},
+        else => |e| return isNone(writeFailed(t, @intFromEnum(e))),
+    }
+    if (sent == k.size) return true;
+    var skip = sent;
+    for (k.iov[0..k.n], k.held[0..k.n]) |v, o| {
+        const seg = v.base[0..v.len];
+        if (skip >= seg.len) {
+            skip -= seg.len;
+            continue;
+        }
+        queueData(in, o, seg[skip..]) catch {
+            _ = c.PyErr_NoMemory();
+            return false;
+        };
+        skip = 0;
+    }
+    return isNone(writeQueued(t));
+}
+
+/// A method's result that is None: consumed, true; null (an error): false.
+fn isNone(r: ?*Obj) bool {
+    py.decref(r orelse return false);
+    return true;
+}
+
+/// The reactor's flush: the callback that held writes has returned.
+fn flushCork(cb: *core.Callback) core.RunError!void {
+    const f: *core.Flush = @fieldParentPtr("cb", cb);
+    const in: *Inner = @fieldParentPtr("flush", f);
+    const t = in.owner;
+    defer py.decref(py.obj(t));
+    if (!uncork(t)) try pendingToRun(t);
+}
+
+/// The loop closes with the flush unrun (a pass aborted inside a flush).
+fn dropCork(cb: *core.Callback) void {
+    const f: *core.Flush = @fieldParentPtr("cb", cb);
+    const in: *Inner = @fieldParentPtr("flush", f);
+    in.cork.release();
+    py.decref(py.obj(in.owner));
 }
 
 fn viewBytes(view: *const c.Py_buffer) []const u8 {
@@ -982,6 +1108,8 @@ fn writeViews(t: *Transport, views: []const c.Py_buffer) ?*Obj {
     for (views) |*v| total += viewBytes(v).len;
     if (total == 0) return py.newref(py.none());
     if (in.conn_lost > 0) return writeAfterLost(t);
+    if (!uncork(t)) return null;
+    if (in.conn_lost > 0) return writeAfterLost(t);
     var at: Cursor = .{};
     if (in.pending() == 0) {
         const errno = sendViews(in.w.fd, views, &at);
@@ -1076,6 +1204,7 @@ fn gatherViews(views: []const c.Py_buffer, at: Cursor, iov: []std.posix.iovec_co
 
 fn getWriteBufferSize(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
+    if (!uncork(t)) return null;
     const n: usize = if (t.inner) |in| in.pending() else 0;
     return c.PyLong_FromSize_t(n);
 }
@@ -1087,6 +1216,7 @@ fn canWriteEof(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
     if (in.closing or in.eof) return py.newref(py.none());
+    if (!uncork(py.cast(Transport, self.?))) return null;
     in.eof = true;
     if (in.pending() == 0) _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
     return py.newref(py.none());
@@ -1096,6 +1226,7 @@ fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 fn closeTransport(t: *Transport) bool {
     const in = t.inner orelse return true;
     if (in.closing) return true;
+    if (!uncork(t)) return false;
     in.closing = true;
     updateInterest(t);
     if (in.pending() > 0) return true;
@@ -1114,6 +1245,7 @@ fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
     const in = t.inner orelse return py.newref(py.none());
     if (in.conn_lost > 0) return py.newref(py.none());
     in.wq.releaseAll();
+    in.cork.release();
     in.closing = true;
     updateInterest(t);
     in.conn_lost += 1;
@@ -1121,7 +1253,10 @@ fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
     return py.newref(py.none());
 }
 
+/// abort(): what earlier write() calls handed over reaches the socket, as
+/// on asyncio (see `Cork`); anything buffered is dropped.
 fn abort(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!uncork(py.cast(Transport, self.?))) return null;
     return forceClose(self, py.none());
 }
 
@@ -1133,6 +1268,7 @@ fn sendfileBegin(self: ?*Obj, cb: ?*Obj) callconv(.c) ?*Obj {
         return py.raise(c.PyExc_RuntimeError, "sendfile is already in progress");
     }
     if (c.PyCallable_Check(cb) == 0) return py.raise(c.PyExc_TypeError, "a callable is required");
+    if (!uncork(py.cast(Transport, self.?))) return null;
     in.sendfile_writer = py.newref(cb.?);
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
@@ -1144,6 +1280,19 @@ fn sendfileEnd(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = t.inner orelse return py.newref(py.none());
     py.clear(&in.sendfile_writer);
     updateInterest(t);
+    return py.newref(py.none());
+}
+
+/// is_closing(): StreamWriter.drain() asks it before anything else, so a
+/// `write(); await drain()` that does not yield still sends at drain().
+fn isClosing(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!uncork(py.cast(Transport, self.?))) return null;
+    return shared.isClosing(self, null);
+}
+
+/// `_uncork()`: send held writes now (before the socket is handed out).
+fn uncorkMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!uncork(py.cast(Transport, self.?))) return null;
     return py.newref(py.none());
 }
 
@@ -1204,6 +1353,11 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
+    const held: []const *Obj = if (t.inner) |in| in.cork.held[0..in.cork.n] else &.{};
+    for (held) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    }
     return 0;
 }
 
@@ -1215,6 +1369,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
         in.wq.releaseAll();
+        in.cork.release();
     }
     return 0;
 }
@@ -1228,6 +1383,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
         in.wq.releaseAll();
+        std.debug.assert(!in.flush.queued);
+        in.cork.release();
         gpa.destroy(in);
         t.inner = null;
     }
@@ -1249,7 +1406,7 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("pause_reading", shared.pauseReading, "Stop calling data_received()."),
     py.methodNoArgs("resume_reading", shared.resumeReading, "Resume calling data_received()."),
     py.methodNoArgs("is_reading", shared.isReading, "True while receiving."),
-    py.methodNoArgs("is_closing", shared.isClosing, "True once closing or closed."),
+    py.methodNoArgs("is_closing", isClosing, "True once closing or closed."),
     py.methodNoArgs("can_write_eof", canWriteEof, "Sockets can half-close: True."),
     py.methodNoArgs("write_eof", writeEof, "Shut the write side down once flushed."),
     py.methodNoArgs("close", close, "Flush, then close; connection_lost(None) follows."),
@@ -1263,6 +1420,7 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_detach", detach, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
     py.methodNoArgs("_sendfile_end", sendfileEnd, null),
+    py.methodNoArgs("_uncork", uncorkMethod, null),
     py.sentinel_method,
 };
 
