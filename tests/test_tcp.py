@@ -894,16 +894,21 @@ def test_bare_server_attach_holds_wait_closed(loop):
 # -- takes it back for the next read when the protocol kept no reference.
 
 
-@pytest.mark.parametrize("keep", [False, True], ids=["drop", "keep"])
-def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, keep):
-    data = payload(24 * 1024 * 1024)
+@pytest.mark.parametrize("paced", [False, True], ids=["bulk", "paced"])
+@pytest.mark.parametrize("keep", ["drop", "keep", "alternate"])
+def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, keep, paced):
+    # bulk: one 24 MB write, reads as large as the socket gives; paced:
+    # 40 KiB messages one at a time, reads of about that size (the range
+    # that zloop reads into its spare, or to an exact size once a
+    # protocol has kept one).
+    data = payload(24 * 1024 * 1024 if not paced else 200 * 40 * 1024)
     kept = []
-    digest = []
 
     class Sink(asyncio.Protocol):
         def __init__(self):
             self.done = loop.create_future()
             self.n = 0
+            self.calls = 0
 
         def data_received(self, chunk):
             # A stale cached hash or a buffer reused under a kept chunk
@@ -912,10 +917,9 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
             start = self.n
             self.n += len(chunk)
             assert chunk == data[start:self.n]
-            if keep:
-                kept.append(chunk)
-            else:
-                digest.append(len(chunk))
+            self.calls += 1
+            if keep == "keep" or (keep == "alternate" and self.calls % 2):
+                kept.append((start, chunk))
 
         def eof_received(self):
             self.done.set_result(None)
@@ -925,7 +929,13 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
         server = await loop.create_server(lambda: sink, HOST, 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection(HOST, port)
-        writer.write(data)
+        if paced:
+            for i in range(0, len(data), 40 * 1024):
+                writer.write(data[i:i + 40 * 1024])
+                await writer.drain()
+                await asyncio.sleep(0)
+        else:
+            writer.write(data)
         writer.write_eof()
         await writer.drain()
         await wait_for(sink.done)
@@ -935,8 +945,10 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
         return sink.n
 
     assert loop.run_until_complete(main()) == len(data)
-    if keep:
-        assert b"".join(kept) == data
+    for start, chunk in kept:
+        assert chunk == data[start:start + len(chunk)]
+    if keep == "keep":
+        assert b"".join(c for _, c in kept) == data
 
 
 def test_io_runs_after_callbacks_queued_before_the_poll(loop):

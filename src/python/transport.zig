@@ -79,6 +79,8 @@ pub const Inner = struct {
     /// The last read brought more than `read_exact_bytes`: the next one
     /// asks the kernel how much is there first (see `readExact`).
     big_reads: bool = false,
+    /// The protocol kept a `bytes` it was handed (see `readReady`).
+    keeps_data: bool = false,
     protocol_paused: bool = false,
     /// The `contextvars.Context` the protocol's read-side callbacks run in:
     /// a copy of the current context taken when reading starts or resumes,
@@ -472,23 +474,29 @@ pub fn captureContext(in: *Inner) bool {
 /// two writes for a 100 KiB echo), into a `bytes` the loop keeps for all
 /// its stream transports (`Loop.read_spare`). What arrived reaches
 /// data_received as a `bytes`:
-/// - up to `read_copy_bytes`: copied into a new object of its exact size,
-///   and the spare stays for the next read. A copy is cheap next to the
-///   read itself (rloop copies every read), and the object the protocol
-///   may keep is no bigger than its data;
-/// - more: the spare itself, its size set to what arrived (no copy of a
-///   bulk transfer). It returns to the loop if the protocol kept no
-///   reference; if it did, the next large read allocates a new spare, and
-///   the kept object holds at most twice its length in memory.
-/// Not a fresh big object per read: glibc serves 256 KiB with mmap, and
-/// shrinking the object kept its threshold from adapting (an mmap and a
-/// munmap per read, measured with strace).
+/// - up to `read_exact_bytes`: copied into a new object of its exact size,
+///   and the spare stays for the next read. A copy this small is cheap
+///   next to the read itself (rloop copies every read), and the object the
+///   protocol may keep is no bigger than its data;
+/// - more: the spare itself, its size set to what arrived: no copy and no
+///   allocation. It returns to the loop when the protocol kept no
+///   reference (a StreamReader copies into its own buffer; so do HTTP
+///   parsers). A protocol that did keep it holds a 256 KiB allocation for
+///   its data, once: from then on its transport reads as in `readExact`
+///   (an object of the exact size) up to `read_copy_bytes`, and hands
+///   over the spare only beyond that (at most twice the data in memory).
+/// Not a fresh big object per read: glibc serves 256 KiB with mmap
+/// (an mmap and a munmap per read), and a ~100 KiB object allocated and
+/// freed per read makes glibc trim and regrow its heap around it (brk and
+/// page faults: 0.7 brk and 26 faults per 100 KiB streams echo, measured
+/// with strace and /proc; 0.3 brk and 9 faults with the spare).
 const read_spare_bytes = 256 * 1024;
 const read_copy_bytes = read_spare_bytes / 2;
 
 fn readReady(t: *Transport) core.RunError!void {
-    if (t.inner.?.buffered) return readBuffered(t);
-    if (t.inner.?.big_reads) {
+    const in = t.inner.?;
+    if (in.buffered) return readBuffered(t);
+    if (in.big_reads and in.keeps_data) {
         if (try readExact(t)) return;
     }
     const l = py.cast(loop_mod.Loop, t.loop.?);
@@ -497,10 +505,11 @@ fn readReady(t: *Transport) core.RunError!void {
         return fatalFromPending(t, names.msg_read);
     l.read_spare = null; // ours (one reference) until handed back
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
-    const rc = linux.recvfrom(t.inner.?.w.fd, buf, read_spare_bytes, 0, null, null);
+    const rc = linux.recvfrom(in.w.fd, buf, read_spare_bytes, 0, null, null);
     const failed = errnoOf(rc);
-    t.inner.?.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
-    if (failed != .SUCCESS or rc == 0 or rc <= read_copy_bytes) {
+    in.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
+    const copy_max: usize = if (in.keeps_data) read_copy_bytes else read_exact_bytes;
+    if (failed != .SUCCESS or rc == 0 or rc <= copy_max) {
         const data = if (failed == .SUCCESS and rc > 0) c.PyBytes_FromStringAndSize(buf, @intCast(rc)) else null;
         returnSpare(l, spare);
         switch (failed) {
@@ -513,18 +522,21 @@ fn readReady(t: *Transport) core.RunError!void {
     }
     sizeBytes(spare, rc);
     py.incref(spare); // keeps it alive through the call, to see if it came back
-    deliver(t, spare) catch |err| {
-        returnSpare(l, spare);
-        return err;
-    };
+    const delivered = deliver(t, spare);
+    // The transport may be gone (connection_lost ran): `in` only if not.
+    if (c.Py_REFCNT(spare) > 1) {
+        if (t.inner) |still| still.keeps_data = true;
+    }
     returnSpare(l, spare);
+    return delivered;
 }
 
 /// Reads of more than this are not worth copying out of the spare when the
 /// kernel can tell their size first.
 const read_exact_bytes = 16 * 1024;
 
-/// On a connection whose reads are large, one ioctl(FIONREAD) (a fraction
+/// On a connection whose reads are large and whose protocol keeps what it
+/// is handed, one ioctl(FIONREAD) (a fraction
 /// of a microsecond) gives the size of what is queued, and a `bytes` of
 /// exactly that size takes it with no copy (a copy of 100 KiB costs a few
 /// microseconds). True when it read (or failed the transport); false to
