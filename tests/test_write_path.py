@@ -561,3 +561,34 @@ def test_small_writes_are_held_until_the_callback_returns(loop, loop_name):
     assert after == b"head body"
     assert during == (b"" if loop_name == "zloop" else b"head body")
     assert sent_at_once
+
+
+def test_a_write_from_resume_writing_while_closing_is_delivered(loop):
+    # close() waits for the buffer to drain; resume_writing() runs from
+    # that drain, and what it writes joins the buffer (asyncio's write()
+    # does not check for closing), so it goes out before the connection
+    # ends. (zloop once held it, then dropped it with the connection;
+    # test_asyncio's test_ssl test_remote_shutdown_receives_trailing_data
+    # hung on that.)
+    class Tail(RecordingProtocol):
+        def resume_writing(self):
+            super().resume_writing()
+            self.transport.write(b"tail")
+
+    async def main():
+        mine, peer = socket.socketpair()
+        peer.setblocking(False)
+        tr, proto = await loop.create_connection(lambda: Tail(loop), sock=mine)
+        await wait_for(proto.made)
+        filled = 0
+        while not proto.paused.done():
+            tr.write(b"\1" * 65536)
+            filled += 65536
+        tr.close()
+        data = await _read(loop, peer)
+        assert await wait_for(proto.lost) is None
+        peer.close()
+        return filled, data
+
+    filled, data = loop.run_until_complete(main())
+    assert data == b"\1" * filled + b"tail"

@@ -871,7 +871,10 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
 fn hold(t: *Transport, exporter: ?*Obj, data: []const u8) bool {
     const in = t.inner.?;
     const k = &in.cork;
-    if (in.pending() != 0 or k.n == cork_slots) return false;
+    // Closing: a write() that comes while close() waits for the buffer (a
+    // resume_writing() callback's, from writeReady) must join that buffer,
+    // which the connection's end waits for; held, it would be dropped.
+    if (in.pending() != 0 or in.closing or k.n == cork_slots) return false;
     if (k.size + data.len > @min(cork_max_bytes, in.high)) return false;
     const o = exporter orelse return false;
     if (c.PyBytes_CheckExact(o) == 0) return false;
