@@ -302,26 +302,24 @@ pub const Reactor = struct {
         r.flushes = f;
     }
 
+    fn popFlush(r: *Reactor) ?*Flush {
+        const f = r.flushes orelse return null;
+        r.flushes = f.next;
+        f.next = null;
+        f.queued = false;
+        return f;
+    }
+
     /// Runs every queued flush (those queued meanwhile too). A flush that
     /// aborts stops the rest, which stay queued for `dropFlushes`.
     fn runFlushes(r: *Reactor) RunError!void {
-        while (r.flushes) |f| {
-            r.flushes = f.next;
-            f.next = null;
-            f.queued = false;
-            try f.cb.run(&f.cb);
-        }
+        while (r.popFlush()) |f| try f.cb.run(&f.cb);
     }
 
     /// Releases flushes left queued by an aborted pass (the adapter calls
     /// this before closing; a later pass would run them).
     pub fn dropFlushes(r: *Reactor) void {
-        while (r.flushes) |f| {
-            r.flushes = f.next;
-            f.next = null;
-            f.queued = false;
-            f.cb.drop(&f.cb);
-        }
+        while (r.popFlush()) |f| f.cb.drop(&f.cb);
     }
 
     /// Runs passes until `stopping` is set, then clears it.
