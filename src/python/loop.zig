@@ -786,11 +786,8 @@ fn counts(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 /// the thresholds were set explicitly (mallopt, GLIBC_TUNABLES: glibc
 /// stops adapting) or off glibc; ZLOOP_MALLOC_PRIME=0 turns it off.
 fn primeMalloc() void {
-    const S = struct {
-        var done = false;
-    };
-    if (S.done) return;
-    S.done = true;
+    if (malloc_prime_tried) return;
+    malloc_prime_tried = true;
     if (comptime !(@import("builtin").os.tag == .linux and @import("builtin").abi.isGnu())) return;
     if (std.c.getenv("ZLOOP_MALLOC_PRIME")) |v| {
         if (std.mem.eql(u8, std.mem.span(v), "0")) return;
@@ -798,6 +795,16 @@ fn primeMalloc() void {
     const block: [*]volatile u8 = @ptrCast(std.c.malloc(512 * 1024) orelse return);
     block[0] = 0; // a use, so the compiler cannot drop the pair
     std.c.free(@ptrCast(@volatileCast(block)));
+    malloc_primed = true;
+}
+
+var malloc_prime_tried = false;
+var malloc_primed = false;
+
+/// `_zloop._malloc_primed()`: whether this process's first loop freed the
+/// block (see `primeMalloc`); for tests.
+pub fn mallocPrimed(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return py.boolean(malloc_primed);
 }
 
 fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {

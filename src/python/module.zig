@@ -28,6 +28,7 @@ fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(
 
 var methods = [_]c.PyMethodDef{
     py.methodFast("_install", install, null),
+    py.methodNoArgs("_malloc_primed", loop.mallocPrimed, null),
     py.sentinel_method,
 };
 
