@@ -523,10 +523,8 @@ fn readReady(t: *Transport) core.RunError!void {
     sizeBytes(spare, rc);
     py.incref(spare); // keeps it alive through the call, to see if it came back
     const delivered = deliver(t, spare);
-    // The transport may be gone (connection_lost ran): `in` only if not.
-    if (c.Py_REFCNT(spare) > 1) {
-        if (t.inner) |still| still.keeps_data = true;
-    }
+    // `in` outlives the call: dispatchReady holds the transport.
+    if (c.Py_REFCNT(spare) > 1) in.keeps_data = true;
     returnSpare(l, spare);
     return delivered;
 }
