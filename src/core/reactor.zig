@@ -293,8 +293,8 @@ pub const Reactor = struct {
         }
     }
 
-    /// Queues `f` to run when the running callback returns; a flush already
-    /// queued stays queued once. Only while `in_callbacks`.
+    /// Queues `f` (not queued yet: see `Flush.queued`) to run when the
+    /// running callback returns. Only while `in_callbacks`.
     pub fn deferFlush(r: *Reactor, f: *Flush) void {
         std.debug.assert(r.in_callbacks and !f.queued);
         f.queued = true;
