@@ -370,8 +370,13 @@ fn fatalErrno(t: *Transport, errno: u16, msg: *Obj) core.RunError!void {
 }
 
 fn callSelf(t: *Transport, name: *Obj) bool {
-    const r = c.PyObject_CallMethodObjArgs(py.obj(t), name, @as(?*Obj, null)) orelse return false;
-    py.decref(r);
+    return succeeded(c.PyObject_CallMethodObjArgs(py.obj(t), name, @as(?*Obj, null)));
+}
+
+/// A call's result, consumed: true if there was one, false if the call
+/// raised (the Python error stays set).
+fn succeeded(r: ?*Obj) bool {
+    py.decref(r orelse return false);
     return true;
 }
 
@@ -379,9 +384,7 @@ fn callSelf(t: *Transport, name: *Obj) bool {
 fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
     defer py.decref(m);
-    const r = c.PyObject_CallMethodObjArgs(t.loop.?, names.call_soon, m, exc, @as(?*Obj, null));
-    if (r) |o| py.decref(o) else return false;
-    return true;
+    return succeeded(c.PyObject_CallMethodObjArgs(t.loop.?, names.call_soon, m, exc, @as(?*Obj, null)));
 }
 
 /// Applies the interest the transport's state calls for.
@@ -908,7 +911,7 @@ fn uncork(t: *Transport) bool {
     switch (errnoOf(rc)) {
         .SUCCESS => sent = rc,
         .AGAIN, .INTR => {},
-        else => |e| return isNone(writeFailed(t, @intFromEnum(e))),
+        else => |e| return succeeded(writeFailed(t, @intFromEnum(e))),
     }
     if (sent == k.size) return true;
     var skip = sent;
@@ -924,13 +927,7 @@ fn uncork(t: *Transport) bool {
         };
         skip = 0;
     }
-    return isNone(writeQueued(t));
-}
-
-/// A method's result that is None: consumed, true; null (an error): false.
-fn isNone(r: ?*Obj) bool {
-    py.decref(r orelse return false);
-    return true;
+    return succeeded(writeQueued(t));
 }
 
 /// The reactor's flush: the callback that held writes has returned.
