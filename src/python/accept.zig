@@ -128,7 +128,7 @@ fn reportPending(a: *Acceptor) core.RunError!void {
     if (py.pendingIsFatal()) return error.Aborted;
     const exc = py.fetchException() orelse return;
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(a), names.callback_error, exc, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(a), names.callback_error, .{exc});
     if (r) |o| {
         py.decref(o);
         return;
@@ -151,7 +151,7 @@ fn cancelRetry(a: *Acceptor) bool {
     const retry = a.retry orelse return true;
     a.retry = null;
     defer py.decref(retry);
-    const r = c.PyObject_CallMethodObjArgs(retry, names.cancel, @as(?*Obj, null)) orelse
+    const r = py.callMethod(retry, names.cancel, .{}) orelse
         return false;
     py.decref(r);
     return true;
@@ -284,12 +284,7 @@ fn outOfResources(a: *Acceptor, errno: u16) core.RunError!void {
     if (!scheduleRetry(a)) return reportPending(a);
     const exc = errnoException(errno) orelse return reportPending(a);
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(
-        py.obj(a),
-        names.out_of_resources,
-        exc,
-        @as(?*Obj, null),
-    ) orelse return reportPending(a);
+    const r = py.callMethod(py.obj(a), names.out_of_resources, .{exc}) orelse return reportPending(a);
     py.decref(r);
 }
 
@@ -301,7 +296,7 @@ fn scheduleRetry(a: *Acceptor) bool {
     const delay = c.PyFloat_FromDouble(accept_retry_delay_s) orelse return false;
     defer py.decref(delay);
     const later = names.call_later;
-    a.retry = c.PyObject_CallMethodObjArgs(a.loop.?, later, delay, resume_cb, @as(?*Obj, null));
+    a.retry = py.callMethod(a.loop.?, later, .{ delay, resume_cb });
     return a.retry != null;
 }
 

@@ -171,7 +171,8 @@ fn errnoException(errno: u16) ?*Obj {
 
 /// Calls `self.<name>(args...)`; false with the error pending.
 fn callSelf(t: *Transport, name: *Obj, arg: ?*Obj) bool {
-    const r = c.PyObject_CallMethodObjArgs(py.obj(t), name, arg, @as(?*Obj, null)) orelse return false;
+    const r = (if (arg) |a| py.callMethod(py.obj(t), name, .{a}) else py.callMethod(py.obj(t), name, .{})) orelse
+        return false;
     py.decref(r);
     return true;
 }
@@ -193,7 +194,7 @@ fn reportPending(t: *Transport) core.RunError!void {
 fn errorReceived(t: *Transport, errno: u16) bool {
     const exc = errnoException(errno) orelse return false;
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.error_received, exc, @as(?*Obj, null)) orelse
+    const r = py.callMethod(t.protocol.?, names.error_received, .{exc}) orelse
         return false;
     py.decref(r);
     return true;
@@ -204,7 +205,7 @@ fn fatalPending(t: *Transport, msg: *Obj) bool {
     if (py.pendingIsFatal()) return false;
     const exc = py.fetchException() orelse return true;
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(t), names.fatal_error, exc, msg, @as(?*Obj, null)) orelse
+    const r = py.callMethod(py.obj(t), names.fatal_error, .{ exc, msg }) orelse
         return false;
     py.decref(r);
     return true;
@@ -242,7 +243,7 @@ fn maybeResume(t: *Transport) bool {
 fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
     defer py.decref(m);
-    const r = c.PyObject_CallMethodObjArgs(t.loop.?, names.call_soon, m, exc, @as(?*Obj, null));
+    const r = py.callMethod(t.loop.?, names.call_soon, .{ m, exc });
     if (r) |o| py.decref(o) else return false;
     return true;
 }
@@ -407,7 +408,7 @@ fn sendOne(t: *Transport, data_obj: *Obj, data: []const u8, addr: ?*Obj) error{R
 /// of what it raises.
 fn sendPython(t: *Transport, data_obj: *Obj, addr: ?*Obj) error{Raised}!Sent {
     const a = addr orelse py.none();
-    const r = c.PyObject_CallMethodObjArgs(py.obj(t), names.sendto_py, data_obj, a, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(t), names.sendto_py, .{ data_obj, a });
     if (r) |o| {
         py.decref(o);
         return .sent;
@@ -421,7 +422,7 @@ fn sendPython(t: *Transport, data_obj: *Obj, addr: ?*Obj) error{Raised}!Sent {
     if (c.PyErr_ExceptionMatches(c.PyExc_OSError) != 0) {
         const exc = py.fetchException() orelse return error.Raised;
         defer py.decref(exc);
-        const res = c.PyObject_CallMethodObjArgs(t.protocol.?, names.error_received, exc, @as(?*Obj, null)) orelse
+        const res = py.callMethod(t.protocol.?, names.error_received, .{exc}) orelse
             return error.Raised;
         py.decref(res);
         return .failed;
@@ -552,7 +553,7 @@ fn readReady(t: *Transport) core.RunError!void {
         return;
     };
     defer py.decref(addr);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.datagram_received, data, addr, @as(?*Obj, null));
+    const r = py.callMethod(t.protocol.?, names.datagram_received, .{ data, addr });
     if (r) |o| py.decref(o) else try reportPending(t);
 }
 

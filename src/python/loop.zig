@@ -108,7 +108,7 @@ fn reportError(loop: *Loop, h: *Handle) core.RunError!void {
     if (py.pendingIsFatal()) return error.Aborted;
     const exc = py.fetchException() orelse return;
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_report, py.obj(h), exc, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(loop), state.get().str_report, .{ py.obj(h), exc });
     if (r) |o| {
         py.decref(o);
         return;
@@ -121,7 +121,7 @@ fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
     if (dt_s < loop.slow_callback_duration_s) return;
     const dt = c.PyFloat_FromDouble(dt_s) orelse return error.Aborted;
     defer py.decref(dt);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_log_slow, py.obj(h), dt, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(loop), state.get().str_log_slow, .{ py.obj(h), dt });
     if (r) |o| py.decref(o) else {
         if (py.pendingIsFatal()) return error.Aborted;
         c.PyErr_WriteUnraisable(py.obj(loop));
@@ -182,9 +182,9 @@ fn checkClosed(loop: *Loop) bool {
 
 /// Debug-mode checks done in Python (cold): thread check, callback check.
 fn debugCheck(loop: *Loop, callback: *Obj, method: *Obj, check_thread: bool) bool {
-    // Borrowed: CallMethodObjArgs takes no reference of its arguments.
+    // Borrowed: callMethod takes no reference of its arguments.
     const flag: *Obj = if (check_thread) @ptrCast(&c._Py_TrueStruct) else @ptrCast(&c._Py_FalseStruct);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_check, callback, method, flag, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(loop), state.get().str_debug_check, .{ callback, method, flag });
     if (r) |o| {
         py.decref(o);
         return true;
@@ -193,7 +193,7 @@ fn debugCheck(loop: *Loop, callback: *Obj, method: *Obj, check_thread: bool) boo
 }
 
 fn debugTraceback(loop: *Loop, h: *Handle) bool {
-    const r = c.PyObject_CallMethodObjArgs(py.obj(loop), state.get().str_debug_traceback, py.obj(h), @as(?*Obj, null));
+    const r = py.callMethod(py.obj(loop), state.get().str_debug_traceback, .{py.obj(h)});
     if (r) |o| {
         py.decref(o);
         return true;
@@ -392,7 +392,7 @@ fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Ob
     };
     const t = task orelse return null;
     if (name != py.none()) {
-        const r = c.PyObject_CallMethodObjArgs(t, s.str_set_name, name, @as(?*Obj, null)) orelse {
+        const r = py.callMethod(t, s.str_set_name, .{name}) orelse {
             py.decref(t);
             return null;
         };

@@ -50,6 +50,26 @@ pub fn boolean(v: bool) *Obj {
     return newref(o);
 }
 
+/// `o.name(*args)`, `args` a tuple of `*Obj`: a new reference, or null
+/// with an exception set. Through PyObject_VectorcallMethod, which finds
+/// the method without making a bound method and passes the arguments
+/// where they are (PyObject_CallMethodObjArgs walks a C varargs list into
+/// a temporary array first).
+pub inline fn callMethod(o: *Obj, name: *Obj, args: anytype) ?*Obj {
+    const n = args.len;
+    // Slot 0 is scratch, so the callee may use PY_VECTORCALL_ARGUMENTS_OFFSET.
+    var argv: [n + 2]?*Obj = undefined;
+    argv[0] = null;
+    argv[1] = o;
+    // Each argument must be a `*Obj`: a null one would end the call's
+    // arguments early in C's varargs API; here it would crash the callee.
+    inline for (0..n) |i| {
+        const a: *Obj = args[i];
+        argv[2 + i] = a;
+    }
+    return c.PyObject_VectorcallMethod(name, @ptrCast(&argv[1]), (n + 1) | c.PY_VECTORCALL_ARGUMENTS_OFFSET, null);
+}
+
 pub inline fn cast(comptime T: type, o: anytype) *T {
     return @ptrCast(@alignCast(o));
 }

@@ -21,7 +21,7 @@ var names: Names = undefined;
 
 /// True when `fut.done()` (or when asking raised: the error is pending).
 pub fn futureDone(fut: *Obj) ?bool {
-    const r = c.PyObject_CallMethodObjArgs(fut, names.done, @as(?*Obj, null)) orelse return null;
+    const r = py.callMethod(fut, names.done, .{}) orelse return null;
     defer py.decref(r);
     return py.isTrue(r);
 }
@@ -29,7 +29,7 @@ pub fn futureDone(fut: *Obj) ?bool {
 /// `fut.set_result(value)`, consuming `value`; True (the wait is over).
 fn resolve(fut: *Obj, value: *Obj) ?*Obj {
     defer py.decref(value);
-    const r = c.PyObject_CallMethodObjArgs(fut, names.set_result, value, @as(?*Obj, null)) orelse return null;
+    const r = py.callMethod(fut, names.set_result, .{value}) orelse return null;
     py.decref(r);
     return py.newref(py.boolean(true));
 }
@@ -42,7 +42,7 @@ pub fn reject(fut: *Obj, errno: u16) ?*Obj {
     defer py.decref(args);
     const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(fut, names.set_exception, exc, @as(?*Obj, null)) orelse return null;
+    const r = py.callMethod(fut, names.set_exception, .{exc}) orelse return null;
     py.decref(r);
     return py.newref(py.boolean(true));
 }

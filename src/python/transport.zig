@@ -353,7 +353,7 @@ fn pendingToRun(t: *Transport) core.RunError!void {
 /// `self._fatal_error(exc, message)` with `exc` consumed.
 fn fatal(t: *Transport, exc: *Obj, msg: *Obj) core.RunError!void {
     defer py.decref(exc);
-    const r = c.PyObject_CallMethodObjArgs(py.obj(t), names.fatal_error, exc, msg, @as(?*Obj, null));
+    const r = py.callMethod(py.obj(t), names.fatal_error, .{ exc, msg });
     if (r) |o| py.decref(o) else try pendingToRun(t);
 }
 
@@ -370,7 +370,7 @@ fn fatalErrno(t: *Transport, errno: u16, msg: *Obj) core.RunError!void {
 }
 
 fn callSelf(t: *Transport, name: *Obj) bool {
-    return succeeded(c.PyObject_CallMethodObjArgs(py.obj(t), name, @as(?*Obj, null)));
+    return succeeded(py.callMethod(py.obj(t), name, .{}));
 }
 
 /// A call's result, consumed: true if there was one, false if the call
@@ -384,7 +384,7 @@ fn succeeded(r: ?*Obj) bool {
 fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
     defer py.decref(m);
-    return succeeded(c.PyObject_CallMethodObjArgs(t.loop.?, names.call_soon, m, exc, @as(?*Obj, null)));
+    return succeeded(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
 }
 
 /// Applies the interest the transport's state calls for.
@@ -606,13 +606,13 @@ fn sizeBytes(b: *Obj, len: usize) void {
 /// `protocol.data_received(data)`, consuming `data`.
 fn deliver(t: *Transport, data: *Obj) core.RunError!void {
     defer py.decref(data);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.data_received, data, @as(?*Obj, null));
+    const r = py.callMethod(t.protocol.?, names.data_received, .{data});
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
 
 fn readBuffered(t: *Transport) core.RunError!void {
     const hint = c.PyLong_FromLong(-1) orelse return pendingToRun(t);
-    const buf_obj = c.PyObject_CallMethodObjArgs(t.protocol.?, names.get_buffer, hint, @as(?*Obj, null));
+    const buf_obj = py.callMethod(t.protocol.?, names.get_buffer, .{hint});
     py.decref(hint);
     const bo = buf_obj orelse return fatalFromPending(t, names.msg_get_buffer);
     defer py.decref(bo);
@@ -645,7 +645,7 @@ fn readBuffered(t: *Transport) core.RunError!void {
     if (rc == 0) return readEof(t);
     const n = c.PyLong_FromSize_t(rc) orelse return pendingToRun(t);
     defer py.decref(n);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.buffer_updated, n, @as(?*Obj, null));
+    const r = py.callMethod(t.protocol.?, names.buffer_updated, .{n});
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
 }
 
@@ -655,7 +655,7 @@ fn readEof(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     in.read_eof = true;
     updateInterest(t);
-    const r = c.PyObject_CallMethodObjArgs(t.protocol.?, names.eof_received, @as(?*Obj, null)) orelse
+    const r = py.callMethod(t.protocol.?, names.eof_received, .{}) orelse
         return fatalFromPending(t, names.msg_eof);
     const keep_open = c.PyObject_IsTrue(r);
     py.decref(r);
@@ -844,9 +844,16 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     if (in.sendfile_writer != null) {
         return py.raise(c.PyExc_RuntimeError, "unable to write; sendfile is in progress");
     }
+    // An exact `bytes` (nearly every write) is read in place, as `bytesView`
+    // does; anything else through the buffer protocol.
+    const exact = c.PyBytes_CheckExact(d) != 0;
     var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return writeUnsendable(t, d);
-    defer c.PyBuffer_Release(&view);
+    if (exact) {
+        view.buf = c.PyBytes_AS_STRING(d);
+        view.len = c.PyBytes_GET_SIZE(d);
+        view.obj = d;
+    } else if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return writeUnsendable(t, d);
+    defer if (!exact) c.PyBuffer_Release(&view);
     const all = viewBytes(&view);
     if (all.len == 0) return py.newref(py.none());
     if (in.conn_lost > 0) return writeAfterLost(t);
