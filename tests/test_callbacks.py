@@ -403,6 +403,29 @@ def test_callback_runs_in_a_copy_of_the_schedulers_context(loop):
     assert VAR.get() == "unset"
 
 
+def test_call_soon_threadsafe_runs_in_a_copy_of_the_posting_threads_context(loop):
+    # asyncio copies the context of the thread that posts, as call_soon
+    # does (rloop 0.5 runs such callbacks in an empty context instead).
+    seen = []
+
+    def callback():
+        seen.append(VAR.get())
+        VAR.set("changed-inside")
+        loop.stop()
+
+    def post():
+        VAR.set("in-thread")
+        loop.call_soon_threadsafe(callback)
+        VAR.set("after-post")
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(post,))
+    thread.start()
+    loop.run_forever()
+    thread.join()
+    assert seen == ["in-thread"]
+    assert VAR.get() == "unset"
+
+
 def test_callbacks_sharing_a_context_see_each_others_changes(loop):
     ctx = contextvars.Context()
     seen = []
