@@ -11,22 +11,39 @@ with start-up, warm-up, loop creation and the collector's pass cancelled out.
 Lower is better; ratios are shown as baseline ÷ loop, so >1 is cheaper.
 The threadsafe benchmark is left out: how often the loop wakes up depends on
 thread timing, which valgrind's serialised threads distort.
+
+The echo part runs uvloop's unmodified echoserver.py (as echo.py does) under
+callgrind with one client connection making sequential round trips, so that
+every request takes the same path. callgrind_control zeroes the counters
+after a warm-up, then dumps after n and after 3n more requests: per request
+= (I(3n) - I(n)) / 2n again, for the instructions of the server process
+(user space: what the kernel does inside the syscalls is not counted). The
+syscalls per request come from two runs of the same server under `strace -c`
+(not valgrind, under which clock_gettime is a syscall rather than a vDSO
+call), taking n and 3n requests: their difference over 2n. glibc is told not to copy
+with `rep movsb`, which callgrind counts once per byte (a 10 KiB memcpy would
+read as 10,240 instructions); its vector loop counts as what it executes.
 """
 
 import glob
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 
 import common
+import echo
 
 BENCHES = ["call_soon", "call_later", "sleep0", "gather"]
 N_OPS = 3000  # multiple of gather's batch (1000); 3n = 9000
 
 
 def check(args):
+    if shutil.which("strace") is None:
+        raise common.PreconditionError("strace not found: apt-get install -y strace")
     if shutil.which("valgrind") is None:
         raise common.PreconditionError(
             "valgrind not found: apt-get update && apt-get install -y valgrind")
@@ -70,6 +87,172 @@ def count(args, name, n):
     return result
 
 
+# (mode, message size) cells of the echo part; modes as in echo.MODES.
+ECHO_CELLS = [("proto", 1024), ("buffered", 1024), ("streams", 1024), ("sock", 1024),
+              ("proto", 10240), ("streams", 10240)]
+ECHO_WARMUP = 300
+# No `rep movsb`/`rep stosb` in glibc's memcpy/memset (see the docstring).
+NO_REP_STRINGS = ("glibc.cpu.x86_rep_movsb_threshold=4294967295:"
+                  "glibc.cpu.x86_rep_stosb_threshold=4294967295")
+
+
+def round_trips(sock, msg, n):
+    for _ in range(n):
+        sock.sendall(msg)
+        got = 0
+        while got < len(msg):
+            chunk = sock.recv(len(msg))
+            if not chunk:
+                raise RuntimeError("the echo server closed the connection")
+            got += len(chunk)
+
+
+def dump_totals(path):
+    """{event: total} of one callgrind dump."""
+    with open(path) as f:
+        text = f.read()
+    events = re.search(r"^events:\s+(.*)$", text, re.M).group(1).split()
+    totals = [int(x) for x in re.search(r"^totals:\s+(.*)$", text, re.M).group(1).split()]
+    return dict(zip(events, totals))
+
+
+def count_echo(args, name, script_dir, mode, size, n):
+    """One echo server under callgrind; {instructions, syscalls} per request."""
+    out_dir = os.path.join(common.CACHE_DIR, "callgrind")
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, "echo-%s.out" % name)
+    for old in glob.glob(base + "*"):
+        os.remove(old)
+    port = common.free_port()
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base,
+           args.python] + echo_server_args(name, script_dir, mode, port)
+    env = dict(os.environ, PYTHONHASHSEED="0", GLIBC_TUNABLES=NO_REP_STRINGS)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=common.CHILD_CWD, env=env)
+
+    def control(*what):
+        subprocess.run(["callgrind_control"] + list(what) + [str(proc.pid)], check=True,
+                       capture_output=True, timeout=120)
+
+    try:
+        common.wait_port(port, proc, timeout_s=180)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            msg = b"x" * size
+            round_trips(sock, msg, ECHO_WARMUP)
+            control("--zero")
+            round_trips(sock, msg, n)
+            control("--dump=n")
+            round_trips(sock, msg, 3 * n)
+            control("--dump=3n")
+    finally:
+        common.stop(proc)
+        stderr = proc.stderr.read()
+        proc.stderr.close()
+    dumps = sorted(glob.glob(base + ".*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+    if len(dumps) < 2:
+        raise RuntimeError("callgrind wrote %d dumps: %s" % (len(dumps), stderr.strip()[-800:]))
+    small, large = dump_totals(dumps[-2]), dump_totals(dumps[-1])
+
+    return {"instructions": (large["Ir"] - small["Ir"]) / (2 * n),
+            "syscalls": (count_syscalls(args, name, script_dir, mode, size, 3 * n)
+                         - count_syscalls(args, name, script_dir, mode, size, n)) / (2 * n)}
+
+
+def echo_server_args(name, script_dir, mode, port):
+    return [os.path.join(common.BENCH_DIR, "echo_launcher.py"), name,
+            os.path.join(script_dir, "echoserver.py")] + echo.MODES[mode] + [
+            "--addr", "127.0.0.1:%d" % port]
+
+
+def count_syscalls(args, name, script_dir, mode, size, n):
+    """Syscalls of a whole server run: start-up, warm-up and n requests."""
+    out = os.path.join(common.CACHE_DIR, "strace-echo.txt")
+    port = common.free_port()
+    cmd = ["strace", "-f", "-c", "-o", out, args.python] + echo_server_args(
+        name, script_dir, mode, port)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=common.CHILD_CWD, env=env)
+    try:
+        common.wait_port(port, proc, timeout_s=60)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            round_trips(sock, b"x" * size, ECHO_WARMUP + n)
+        # strace -c writes its table once the server it runs is gone.
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            for child in f.read().split():
+                os.kill(int(child), signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        common.stop(proc)
+    with open(out) as f:
+        match = re.search(r"^-+(?: -+)*\n\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?total$",
+                          f.read(), re.M)
+    if not match:
+        raise RuntimeError("no total in strace's table (%s)" % out)
+    return int(match.group(1))
+
+
+def echo_cells(args):
+    cells = ECHO_CELLS
+    if getattr(args, "modes", None):
+        cells = [c for c in cells if c[0] in args.modes.split(",")]
+    if getattr(args, "sizes", None):
+        sizes = {int(x) * 1024 for x in args.sizes.split(",") if x}
+        cells = [c for c in cells if c[1] in sizes]
+    return cells
+
+
+def run_echo(args, present, names, info, rounds):
+    """The echo part: rows for ratio_table, and the syscalls table."""
+    script_dir = echo.fetch_scripts(args.python)
+    n = 500 if args.quick else 2000
+    samples, errors = {}, {}
+    cells = echo_cells(args)
+    for rnd in range(rounds):
+        for mode, size in cells:
+            for name in present:
+                print("icount echo round %d/%d: %s %s %s" % (rnd + 1, rounds, name, mode,
+                      echo.size_label(size)), file=sys.stderr)
+                try:
+                    res = count_echo(args, name, script_dir, mode, size, n)
+                    samples.setdefault((mode, size, name), []).append(res)
+                except Exception as exc:
+                    errors[(mode, size, name)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
+    rows = []
+    for mode, size in cells:
+        row = {"bench": "%s %s" % (mode, echo.size_label(size)), "loops": {}}
+        for name in names:
+            got = samples.get((mode, size, name))
+            if "missing" in info["loops"][name]:
+                row["loops"][name] = {"status": "MISSING"}
+            elif not got:
+                row["loops"][name] = {"status": "FAILED", "error": errors.get((mode, size, name))}
+            else:
+                row["loops"][name] = {
+                    "status": "ok",
+                    "instructions_per_request": common.summarize(
+                        [g["instructions"] for g in got], higher_is_better=False),
+                    "syscalls_per_request": common.summarize(
+                        [g["syscalls"] for g in got], higher_is_better=False),
+                    "samples": got,
+                }
+        rows.append(row)
+    md = ("\n### icount echo: server instructions per request under callgrind (in brackets: "
+          "%s's ÷ this one's, >1 is cheaper)\n\n" % args.baseline)
+    md += common.ratio_table(rows, names, "instructions_per_request", args.baseline,
+                             "mode, size", higher_is_better=False, stat="median")
+    md += ("\n### icount echo: server syscalls per request\n\n")
+    md += common.ratio_table(rows, names, "syscalls_per_request", args.baseline,
+                             "mode, size", higher_is_better=False, stat="median")
+    md += ("\nuvloop's echoserver.py, unchanged; one connection, sequential round trips; "
+           "(I(3n) − I(n)) / 2n with n = %d after %d warm-up requests; user-space "
+           "instructions only (the kernel's work is in the syscalls).\n" % (n, ECHO_WARMUP))
+    return rows, md
+
+
 def run_suite(args, names, info):
     rounds = args.rounds or 1  # deterministic: one round is enough
     n = N_OPS // 3 if args.quick else N_OPS
@@ -108,4 +291,5 @@ def run_suite(args, names, info):
                              higher_is_better=False, stat="median")
     md += ("\n(I(3n) − I(n)) / 2n with n = %d, PYTHONHASHSEED=0, %d round(s); same "
            "benchmarks as micro, threadsafe excluded.\n" % (n, rounds))
-    return {"rows": rows, "params": {"n": n, "rounds": rounds}}, md
+    echo_rows, echo_md = run_echo(args, present, names, info, rounds)
+    return {"rows": rows, "echo_rows": echo_rows, "params": {"n": n, "rounds": rounds}}, md + echo_md
