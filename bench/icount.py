@@ -174,17 +174,29 @@ def count_syscalls(args, name, script_dir, mode, size, n):
     env = dict(os.environ, PYTHONHASHSEED="0")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=common.CHILD_CWD, env=env)
+    def stop_server(sig):
+        # strace -c writes its table once the server it runs is gone.
+        try:
+            with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+                children = f.read().split()
+        except OSError:
+            return
+        for child in children:
+            try:
+                os.kill(int(child), sig)
+            except ProcessLookupError:
+                pass
+
     try:
         common.wait_port(port, proc, timeout_s=60)
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             round_trips(sock, b"x" * size, ECHO_WARMUP + n)
-        # strace -c writes its table once the server it runs is gone.
-        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
-            for child in f.read().split():
-                os.kill(int(child), signal.SIGTERM)
+        stop_server(signal.SIGTERM)
         proc.wait(timeout=30)
     finally:
+        if proc.poll() is None:
+            stop_server(signal.SIGKILL)  # never leave the server behind strace
         common.stop(proc)
     with open(out) as f:
         match = re.search(r"^-+(?: -+)*\n\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?total$",
