@@ -174,6 +174,25 @@ def summarize(samples, higher_is_better=True):
     }
 
 
+def loop_entry(name, info, got, error, figures):
+    """One loop's entry in a result row: MISSING, FAILED (with the error), or
+    every sample with a summary per figure.
+
+    figures: {entry key: (sample key, higher_is_better)}.  `info` is
+    probe_loops()'s answer, or None for something that is not a loop (the
+    echo suite's C floor).
+    """
+    if info is not None and "missing" in info["loops"][name]:
+        return {"status": "MISSING"}
+    if not got:
+        return {"status": "FAILED", "error": error}
+    entry = {"status": "ok"}
+    for key, (field, higher) in figures.items():
+        entry[key] = summarize([g[field] for g in got], higher_is_better=higher)
+    entry["samples"] = got
+    return entry
+
+
 def machine_info(python_info):
     """What a reader needs to judge the figures: host, Python, load."""
     try:

@@ -240,22 +240,12 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
             row = {"bench": "%s %s" % (mode, size_label(size)), "mode": mode, "size": size,
                    "loops": {}}
             for name in names + [FLOOR]:
-                got = samples.get(("floor" if name == FLOOR else mode, size, name))
-                if name != FLOOR and "missing" in info["loops"][name]:
-                    row["loops"][name] = {"status": "MISSING"}
-                elif not got:
-                    err = errors.get(("floor" if name == FLOOR else mode, size, name))
-                    row["loops"][name] = {"status": "FAILED", "error": err}
-                else:
-                    row["loops"][name] = {
-                        "status": "ok",
-                        "rps": common.summarize([g["rps"] for g in got]),
-                        "cpu_us_per_req": common.summarize(
-                            [g["cpu_us_per_req"] for g in got], higher_is_better=False),
-                        "cpu_us_per_req_ticks": common.summarize(
-                            [g["cpu_us_per_req_ticks"] for g in got], higher_is_better=False),
-                        "samples": got,
-                    }
+                key = ("floor" if name == FLOOR else mode, size, name)
+                row["loops"][name] = common.loop_entry(
+                    name, None if name == FLOOR else info, samples.get(key), errors.get(key),
+                    {"rps": ("rps", True),
+                     "cpu_us_per_req": ("cpu_us_per_req", False),
+                     "cpu_us_per_req_ticks": ("cpu_us_per_req_ticks", False)})
             rows.append(row)
     cols = names + [FLOOR]
     busy = [g["busy_before"] for v in samples.values() for g in v]

@@ -237,20 +237,10 @@ def run_echo(args, present, names, info, rounds):
     for mode, size in cells:
         row = {"bench": "%s %s" % (mode, echo.size_label(size)), "loops": {}}
         for name in names:
-            got = samples.get((mode, size, name))
-            if "missing" in info["loops"][name]:
-                row["loops"][name] = {"status": "MISSING"}
-            elif not got:
-                row["loops"][name] = {"status": "FAILED", "error": errors.get((mode, size, name))}
-            else:
-                row["loops"][name] = {
-                    "status": "ok",
-                    "instructions_per_request": common.summarize(
-                        [g["instructions"] for g in got], higher_is_better=False),
-                    "syscalls_per_request": common.summarize(
-                        [g["syscalls"] for g in got], higher_is_better=False),
-                    "samples": got,
-                }
+            row["loops"][name] = common.loop_entry(
+                name, info, samples.get((mode, size, name)), errors.get((mode, size, name)),
+                {"instructions_per_request": ("instructions", False),
+                 "syscalls_per_request": ("syscalls", False)})
         rows.append(row)
     md = ("\n### icount echo: server instructions per request under callgrind (in brackets: "
           "%s's ÷ this one's, >1 is cheaper)\n\n" % args.baseline)
@@ -284,18 +274,9 @@ def run_suite(args, names, info):
     for bench in BENCHES:
         row = {"bench": bench, "loops": {}}
         for name in names:
-            got = samples.get((bench, name))
-            if "missing" in info["loops"][name]:
-                row["loops"][name] = {"status": "MISSING"}
-            elif not got:
-                row["loops"][name] = {"status": "FAILED", "error": errors.get(name)}
-            else:
-                row["loops"][name] = {
-                    "status": "ok",
-                    "instructions_per_op": common.summarize(
-                        [g["per_op"] for g in got], higher_is_better=False),
-                    "samples": got,
-                }
+            row["loops"][name] = common.loop_entry(
+                name, info, samples.get((bench, name)), errors.get(name),
+                {"instructions_per_op": ("per_op", False)})
         rows.append(row)
     md = ("### icount: instructions per operation under callgrind (in brackets: %s's ÷ this "
           "one's, >1 is cheaper)\n\n" % args.baseline)
