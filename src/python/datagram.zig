@@ -170,9 +170,8 @@ fn errnoException(errno: u16) ?*Obj {
 }
 
 /// Calls `self.<name>(args...)`; false with the error pending.
-fn callSelf(t: *Transport, name: *Obj, arg: ?*Obj) bool {
-    const r = (if (arg) |a| py.callMethod(py.obj(t), name, .{a}) else py.callMethod(py.obj(t), name, .{})) orelse
-        return false;
+fn callSelf(t: *Transport, name: *Obj, args: anytype) bool {
+    const r = py.callMethod(py.obj(t), name, args) orelse return false;
     py.decref(r);
     return true;
 }
@@ -185,7 +184,7 @@ fn reportPending(t: *Transport) core.RunError!void {
     if (py.pendingIsFatal()) return error.Aborted;
     const exc = py.fetchException() orelse return;
     defer py.decref(exc);
-    if (callSelf(t, names.callback_error, exc)) return;
+    if (callSelf(t, names.callback_error, .{exc})) return;
     if (py.pendingIsFatal()) return error.Aborted;
     c.PyErr_WriteUnraisable(py.obj(t));
 }
@@ -229,14 +228,14 @@ pub fn maybePause(t: *Transport) bool {
     const in = t.inner.?;
     if (in.buffer_size <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
-    return callSelf(t, names.pause_cb, null);
+    return callSelf(t, names.pause_cb, .{});
 }
 
 fn maybeResume(t: *Transport) bool {
     const in = t.inner.?;
     if (!in.protocol_paused or in.buffer_size > in.low) return true;
     in.protocol_paused = false;
-    return callSelf(t, names.resume_cb, null);
+    return callSelf(t, names.resume_cb, .{});
 }
 
 /// `loop.call_soon(self._call_connection_lost, exc)`.
@@ -470,7 +469,7 @@ fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) c
         // asyncio warns only for connected endpoints; either way the
         // socket is gone (or going) and nothing is sent.
         if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
-            !callSelf(t, names.warn_lost, null)) return null;
+            !callSelf(t, names.warn_lost, .{})) return null;
         in.conn_lost += 1;
         return py.newref(py.none());
     }
