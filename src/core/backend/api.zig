@@ -43,3 +43,14 @@ pub fn check(comptime B: type) void {
         if (!@hasDecl(B, decl)) @compileError("backend lacks " ++ decl);
     }
 }
+
+/// `b.poll` for tests that block: a wait ends early with `error.Interrupted`
+/// whenever the process is stopped and continued (a test host may do that),
+/// even with no signal handler installed. Waits again, as the reactor's next
+/// pass would.
+pub fn pollRetrying(b: anytype, timeout_ms: i32, out: []Event) !usize {
+    while (true) return b.poll(timeout_ms, out) catch |err| switch (err) {
+        error.Interrupted => continue,
+        else => err,
+    };
+}

@@ -387,11 +387,11 @@ test "io_uring reports a readable eventfd, level-triggered, and forgets it" {
     var out: [8]api.Event = undefined;
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     try signal(fd);
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expectEqual(fd, out[0].fd);
     try std.testing.expect(out[0].readable and !out[0].writable);
     // Not drained: reported again on the next pass, as epoll would.
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try b.setInterest(fd, .{ .read = true }, .{}, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
 }
@@ -404,19 +404,19 @@ test "io_uring interest changes: narrowing, widening, re-registering" {
     var out: [8]api.Event = undefined;
     // An eventfd is always writable.
     try b.setInterest(fd, .{}, .{ .read = true, .write = true }, .{});
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expect(out[0].writable and !out[0].readable);
     // Narrowed to read while the re-arm is queued: nothing to report.
     try b.setInterest(fd, .{ .read = true, .write = true }, .{ .read = true }, .{});
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     // Widened again on an armed poll (removed and re-armed).
     try b.setInterest(fd, .{ .read = true }, .{ .read = true, .write = true }, .{});
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expect(out[0].writable);
     // Dropped and re-added in one pass: only the new generation reports.
     try b.setInterest(fd, .{ .read = true, .write = true }, .{}, .{});
     try b.setInterest(fd, .{}, .{ .write = true }, .{});
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expect(out[0].writable);
 }
 
@@ -427,7 +427,7 @@ test "io_uring drops completions of a removed fd whose number was reused" {
     try signal(fd);
     try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     // The re-arm is queued; remove, close and reuse the number.
     try b.setInterest(fd, .{ .read = true }, .{}, .{});
     sys.close(fd);
@@ -456,7 +456,7 @@ test "io_uring wait honours its timeout" {
     defer b.deinit();
     var out: [8]api.Event = undefined;
     const start_s = sys.monotonic_s();
-    try std.testing.expectEqual(@as(usize, 0), try b.poll(20, &out));
+    try std.testing.expectEqual(@as(usize, 0), try api.pollRetrying(&b, 20, &out));
     try std.testing.expect(sys.monotonic_s() - start_s >= 0.015);
 }
 
@@ -494,13 +494,13 @@ test "io_uring: a partly read socket is reported again; a hang-up wakes both way
     _ = try sys.write(pair[1], "abcd");
     var buf: [2]u8 = undefined;
     for (0..2) |_| {
-        try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+        try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
         try std.testing.expect(out[0].readable);
         try std.testing.expectEqual(@as(usize, 2), try sys.read(pair[0], &buf));
     }
     try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     sys.close(pair[1]);
-    try std.testing.expectEqual(@as(usize, 1), try b.poll(100, &out));
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expect(out[0].readable and out[0].writable);
 }
 
@@ -530,7 +530,7 @@ test "io_uring: a poll armed by one thread completes while that thread sleeps" {
     const Other = struct {
         fn run(backend: *Backend, events: []api.Event, got: *usize, efd: sys.fd_t) void {
             const writer = std.Thread.spawn(.{}, signal, .{efd}) catch return;
-            got.* = backend.poll(2000, events) catch 0;
+            got.* = api.pollRetrying(backend, 2000, events) catch 0;
             writer.join();
         }
     };
