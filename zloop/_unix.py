@@ -593,15 +593,18 @@ class UnixMixin:
     def _child_transports(self):
         # Live subprocess transports, closed with the loop. Created lazily
         # so Loop.__init__ needs no line for it.
+        # Through attributes, not self.__dict__: touching __dict__ turns the
+        # instance's inline attribute values into a dict for good, and the
+        # interpreter then stops specializing lookups on the loop.
         try:
-            return self.__dict__["_zloop_children"]
-        except KeyError:
-            children = self.__dict__["_zloop_children"] = weakref.WeakSet()
+            return self._zloop_children
+        except AttributeError:
+            children = self._zloop_children = weakref.WeakSet()
             return children
 
     def _close_children(self):
         """Called by close(): kill and reap children still running."""
-        children = self.__dict__.get("_zloop_children")
+        children = getattr(self, "_zloop_children", None)
         if children:
             for transport in list(children):
                 transport._loop_closing()

@@ -459,8 +459,8 @@ fn getPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
 // -------------------------------------------------------------- the type
 
 fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    // PyType_GenericAlloc zero-fills: every reference null, not attached.
-    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    // Zero-filled: every reference null, not attached.
+    const raw = py.allocInstance(tp) orelse return null;
     const a = py.cast(Acceptor, raw);
     std.debug.assert(a.loop == null and !a.attached);
     return raw;

@@ -767,7 +767,7 @@ fn getClosing(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
 // -------------------------------------------------------------- the type
 
 fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    const raw = py.allocInstance(tp) orelse return null;
     const t = py.cast(Transport, raw);
     t.extra = null;
     t.loop = null;

@@ -809,7 +809,7 @@ pub fn mallocPrimed(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 
 fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     primeMalloc();
-    const raw = c.PyType_GenericAlloc(tp, 0) orelse return null;
+    const raw = py.allocInstance(tp) orelse return null;
     const loop = py.cast(Loop, raw);
     loop.closed = false;
     loop.debug = false;

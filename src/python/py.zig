@@ -50,6 +50,20 @@ pub fn boolean(v: bool) *Obj {
     return newref(o);
 }
 
+/// A zero-filled instance of `tp` (a native type or a Python subclass of
+/// one), allocated as `object.__new__` does: through `tp_alloc`, and, on
+/// 3.11 and 3.12, with a Python subclass's inline attribute values set up
+/// (`_PyObject_InitializeDict`, which PyType_GenericAlloc alone skips).
+/// Without them the instance's attributes live in a separate dict from the
+/// first assignment, and the interpreter never specializes an attribute or
+/// method lookup on it: each `loop.call_soon` or `transport.write` from
+/// Python code takes the generic path.
+pub fn allocInstance(tp: ?*c.PyTypeObject) ?*Obj {
+    const no_args = c.PyTuple_New(0) orelse return null; // the shared empty tuple
+    defer decref(no_args);
+    return c.PyBaseObject_Type.tp_new.?(tp, no_args, null);
+}
+
 /// `o.name(*args)`, `args` a tuple of `*Obj`: a new reference, or null
 /// with an exception set. Through PyObject_VectorcallMethod, which finds
 /// the method without making a bound method and passes the arguments
