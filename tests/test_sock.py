@@ -2,6 +2,7 @@
 
 import asyncio
 import errno
+import gc
 import socket
 
 import pytest
@@ -499,3 +500,122 @@ def test_a_cancelled_wait_stops_watching_at_once(loop, pair):
         return await wait_for(loop.sock_recv(b, 10))
 
     assert loop.run_until_complete(main()) == b"after"
+
+
+# sock_recv and sock_sendall return coroutines (zloop's are native ones):
+# nothing happens until they are awaited, and they take asyncio's ways of
+# driving a coroutine (tasks, wait_for, send/throw/close, keywords).
+
+
+def test_sock_recv_and_sendall_do_nothing_until_awaited(loop, pair):
+    a, b = pair
+    recv = loop.sock_recv(b, 10)
+    send = loop.sock_sendall(a, b"unsent")
+    assert asyncio.iscoroutine(recv) and asyncio.iscoroutine(send)
+    a.send(b"queued")
+    recv.close()
+    send.close()
+    assert b.recv(100) == b"queued"  # neither read nor sent anything
+    with pytest.raises(BlockingIOError):
+        b.recv(100)
+
+
+def test_sock_coroutines_take_keyword_arguments(loop, pair):
+    a, b = pair
+
+    async def main():
+        await loop.sock_sendall(sock=a, data=b"kw")
+        return await wait_for(loop.sock_recv(sock=b, n=10))
+
+    assert loop.run_until_complete(main()) == b"kw"
+    with pytest.raises(TypeError):
+        loop.sock_recv(b)
+    with pytest.raises(TypeError):
+        loop.sock_sendall(a, b"x", data=b"y")
+
+
+def test_a_sock_coroutine_cannot_be_awaited_twice(loop, pair):
+    a, b = pair
+
+    async def main():
+        coro = loop.sock_sendall(a, b"once")
+        await coro
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            await coro
+        return await wait_for(loop.sock_recv(b, 10))
+
+    assert loop.run_until_complete(main()) == b"once"
+
+
+def test_sock_recv_runs_as_a_task_and_under_wait_for(loop, pair):
+    a, b = pair
+
+    async def main():
+        task = loop.create_task(loop.sock_recv(b, 10))
+        await yield_passes(2)
+        assert not task.done()
+        a.send(b"task")
+        assert await wait_for(task) == b"task"
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(loop.sock_recv(b, 10), 0.01)
+        a.send(b"after timeout")
+        return await wait_for(loop.sock_recv(b, 100))
+
+    assert loop.run_until_complete(main()) == b"after timeout"
+
+
+def test_throw_into_a_waiting_sock_recv_raises_it_and_leaves_the_socket_usable(loop, pair):
+    a, b = pair
+
+    async def main():
+        coro = loop.sock_recv(b, 10)
+        fut = coro.send(None)  # would block: it yields the future it waits on
+        assert asyncio.isfuture(fut) and not fut.done()
+        with pytest.raises(ValueError, match="thrown"):
+            coro.throw(ValueError("thrown"))
+        with pytest.raises(RuntimeError):
+            coro.send(None)
+        a.send(b"next")
+        return await wait_for(loop.sock_recv(b, 10))
+
+    assert loop.run_until_complete(main()) == b"next"
+
+
+def test_a_collected_waiting_sock_recv_leaves_the_socket_usable(loop, pair):
+    a, b = pair
+
+    async def main():
+        coro = loop.sock_recv(b, 10)
+        coro.send(None)
+        del coro
+        gc.collect()
+        await yield_passes(1)
+        a.send(b"later")
+        return await wait_for(loop.sock_recv(b, 10))
+
+    assert loop.run_until_complete(main()) == b"later"
+
+
+@pytest.mark.parametrize("method", ["sock_recv", "sock_sendall"])
+def test_sock_coroutines_on_a_closed_socket_raise_ebadf(loop, method):
+    sock = socket.socket()
+    sock.setblocking(False)
+    sock.close()
+    arg = 10 if method == "sock_recv" else b"x"
+
+    async def main():
+        with pytest.raises(OSError) as info:
+            await getattr(loop, method)(sock, arg)
+        return info.value.errno
+
+    assert loop.run_until_complete(main()) == errno.EBADF
+
+
+def test_sock_sendall_refuses_a_str(loop, pair):
+    a, _ = pair
+
+    async def main():
+        with pytest.raises(TypeError):
+            await loop.sock_sendall(a, "text")
+
+    loop.run_until_complete(main())

@@ -27,9 +27,6 @@ from ._zloop import (
     AcceptorCore,
     SocketTransportCore,
     _sock_recv_into_ready,
-    _sock_recv_now,
-    _sock_recv_ready,
-    _sock_sendall_ready,
 )
 
 logger = logging.getLogger("asyncio")
@@ -488,23 +485,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
 
     # ------------------------------------------------------ sock_* API
 
-    # sock_recv, sock_recv_into and sock_sendall finish their future from a
-    # native readiness callback (src/python/sockops.zig).
-
-    async def sock_recv(self, sock, n):
-        # The hot path checks inline (one frame less per call).
-        if isinstance(sock, _SSLSocket) or self.get_debug():
-            self._check_sock(sock)
-        fd = sock.fileno()
-        data = _sock_recv_now(fd, n)
-        if data is not None:
-            return data
-        fut = self._sock_wait(fd, False, _sock_recv_ready, n)
-        try:
-            return await fut
-        except BaseException:
-            self._sock_cancel(fd, fut)
-            raise
+    # sock_recv and sock_sendall are LoopCore's: native coroutines
+    # (src/python/sockcall.zig). sock_recv_into finishes its future from a
+    # native readiness callback too (src/python/sockops.zig).
 
     async def sock_recv_into(self, sock, buf):
         self._check_sock(sock)
@@ -529,17 +512,6 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
 
     async def sock_sendto(self, sock, data, address):
         return await self._sock_io(sock, False, operator.methodcaller("sendto", data, address), sock)
-
-    async def sock_sendall(self, sock, data):
-        if isinstance(sock, _SSLSocket) or self.get_debug():
-            self._check_sock(sock)
-        try:
-            n = sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        if n == len(data):
-            return
-        return await self._sock_wait_for(sock.fileno(), True, _sock_sendall_ready, memoryview(data), [n])
 
     async def sock_connect(self, sock, address):
         self._check_sock(sock)

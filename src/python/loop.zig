@@ -9,6 +9,7 @@ const Obj = py.Obj;
 const state = @import("state.zig");
 const handle = @import("handle.zig");
 const sockops = @import("sockops.zig");
+const sockcall = @import("sockcall.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
@@ -536,7 +537,7 @@ fn installIo(loop: *Loop, fd: i32, read: bool, h: *Handle) bool {
 /// it runs on each readiness until it returns True (it finished `fut`, or
 /// found it done), then leaves the watcher with no syscall. As asyncio's
 /// add_reader in `sock_recv`, it replaces a reader already there.
-fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+pub fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (nargs < 3 or nargs > 1 + handle.inline_args) {
         return py.raise(c.PyExc_TypeError, "_sock_wait(fd, write, ready, *args): wrong arguments");
@@ -565,7 +566,7 @@ fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callc
 /// `_sock_cancel(fd, fut)`: the wait for `fut` on fd (cancelled, or its
 /// coroutine closed) stops watching now, as asyncio's done-callback does.
 /// Nothing happens if it already finished or was replaced.
-fn sockCancel(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+pub fn sockCancel(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (nargs != 2) return py.raise(c.PyExc_TypeError, "_sock_cancel(fd, fut)");
     if (loop.closed or !loop.has_reactor) return py.newref(py.none());
@@ -984,6 +985,8 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_debug_counts", counts, null),
     py.methodFast("_add_reader", addReader, null),
     py.methodFast("_add_writer", addWriter, null),
+    py.methodFast("sock_recv", sockcall.sockRecv, "Receive up to n bytes from a non-blocking socket (a coroutine)."),
+    py.methodFast("sock_sendall", sockcall.sockSendall, "Send all of data on a non-blocking socket (a coroutine)."),
     py.methodFast("_sock_wait", sockWait, null),
     py.methodFast("_sock_cancel", sockCancel, null),
     py.methodO("_remove_reader", removeReader, null),

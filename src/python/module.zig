@@ -8,6 +8,7 @@ const handle = @import("handle.zig");
 const loop = @import("loop.zig");
 const transport = @import("transport.zig");
 const sockops = @import("sockops.zig");
+const sockcall = @import("sockcall.zig");
 const core = @import("core");
 const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
@@ -45,7 +46,7 @@ export fn PyInit__zloop() ?*Obj {
     const m = c.PyModule_Create2(&def, c.PYTHON_API_VERSION) orelse return null;
     state.init();
     if (!handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
-        !sockops.initFunctions(m)) {
+        !sockops.initFunctions(m) or !sockcall.initType(m)) {
         py.decref(m);
         return null;
     }

@@ -1,5 +1,6 @@
 //! Native readiness callbacks for the `sock_*` coroutines. `zloop._net`
-//! tries the syscall first and, when it would block, installs one of these
+//! (or, for sock_recv and sock_sendall, `sockcall.zig`) tries the syscall
+//! first and, when it would block, installs one of these
 //! with `LoopCore._sock_wait` (args: the future, the fd, ...): the syscall
 //! then runs here, when the fd is ready, and completes the future with no
 //! Python frame in between. Each returns True once the wait is over (the
@@ -66,7 +67,7 @@ fn checkArgs(nargs: py.Ssize, want: py.Ssize, comptime name: [:0]const u8) bool 
 }
 
 /// What one non-blocking recv(fd, n) gave.
-const Received = union(enum) {
+pub const Received = union(enum) {
     data: *Obj,
     would_block,
     failed: u16,
@@ -74,7 +75,7 @@ const Received = union(enum) {
 
 /// recv() straight into a fresh `bytes` of `n`, shrunk in place to what
 /// arrived. Null with the Python error set on a bad argument or no memory.
-fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
+pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     const fd = parseFd(fd_obj) orelse return null;
     const n = c.PyLong_AsSsize_t(n_obj);
     if (n < 0) {
@@ -108,18 +109,6 @@ fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callcon
         .data => |data| resolve(fut, data),
         .would_block => pending(),
         .failed => |errno| reject(fut, errno),
-    };
-}
-
-/// `_sock_recv_now(fd, n)`: the first, optimistic recv of `sock_recv`,
-/// without a future: the bytes, or None when the socket would block (no
-/// BlockingIOError raised and caught on the way), or the OSError raised.
-fn recvNow(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (!checkArgs(nargs, 2, "_sock_recv_now")) return null;
-    return switch (recvBytes(args[0], args[1]) orelse return null) {
-        .data => |data| data,
-        .would_block => py.newref(py.none()),
-        .failed => |errno| py.raiseErrno(errno),
     };
 }
 
@@ -176,7 +165,6 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
 
 var functions = [_]c.PyMethodDef{
     py.methodFast("_sock_recv_ready", recvReady, null),
-    py.methodFast("_sock_recv_now", recvNow, null),
     py.methodFast("_sock_recv_into_ready", recvIntoReady, null),
     py.methodFast("_sock_sendall_ready", sendallReady, null),
     py.sentinel_method,

@@ -1,0 +1,482 @@
+//! `loop.sock_recv(sock, n)` and `loop.sock_sendall(sock, data)`: each
+//! returns a `SockCall`, a native coroutine. As with asyncio's `async def`
+//! versions nothing happens until it is awaited; its first step checks the
+//! socket, tries the syscall and returns the result at once when the socket
+//! is ready: no coroutine object, no frame, no future. Only when the socket
+//! would block does it wait, on a future from `LoopCore._sock_wait` with
+//! the ready callbacks of `sockops.zig`, yielding that future the way
+//! `await fut` does (through the future's own iterator). If the wait ends
+//! with an exception (cancelled, thrown in) or the coroutine is closed or
+//! collected while waiting, the fd stops being watched (`_sock_cancel`), as
+//! the `except BaseException` of the Python versions did.
+//!
+//! It is a coroutine as far as asyncio can tell: `__await__`, `send`,
+//! `throw` and `close` make it a `collections.abc.Coroutine`, so
+//! `asyncio.iscoroutine`, `create_task` and `wait_for` take it.
+const std = @import("std");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+const linux = std.os.linux;
+const loop_mod = @import("loop.zig");
+const sockops = @import("sockops.zig");
+
+const Op = enum(u8) { recv, sendall };
+const Step = enum(u8) { fresh, waiting, finished };
+
+pub const SockCall = extern struct {
+    ob_base: Obj,
+    loop: ?*Obj,
+    sock: ?*Obj,
+    /// `n` for recv, the data for sendall.
+    arg: ?*Obj,
+    /// From `sock.fileno()` at the first step.
+    fd_obj: ?*Obj,
+    /// While waiting: the future and its iterator (`fut.__await__()`).
+    fut: ?*Obj,
+    waiter: ?*Obj,
+    op: Op,
+    step: Step,
+};
+
+pub var SockCallType: c.PyTypeObject = undefined;
+
+const Names = struct {
+    sock: *Obj,
+    n: *Obj,
+    data: *Obj,
+    fileno: *Obj,
+    check_sock: *Obj,
+    throw: *Obj,
+};
+var names: Names = undefined;
+
+/// `ssl.SSLSocket` (null without the ssl module) and `socket.socket`: a
+/// socket of exactly the latter type needs no isinstance walk.
+var ssl_socket_type: ?*Obj = null;
+var socket_type: ?*Obj = null;
+/// `_zloop._sock_recv_ready` and `_zloop._sock_sendall_ready`.
+var recv_ready: ?*Obj = null;
+var sendall_ready: ?*Obj = null;
+
+// ------------------------------------------------------------ creation
+
+/// Binds `sock_recv(sock, n)` / `sock_sendall(sock, data)`'s arguments,
+/// positional or by keyword, as a Python signature would.
+fn bindArgs(
+    comptime fname: [:0]const u8,
+    params: [2]*Obj,
+    args: [*c]const ?*Obj,
+    nargs: py.Ssize,
+    kwnames: ?*Obj,
+    out: *[2]?*Obj,
+) bool {
+    out.* = .{ null, null };
+    if (nargs > 2) {
+        _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() takes 3 positional arguments but %zd were given", nargs + 1);
+        return false;
+    }
+    for (0..@intCast(nargs)) |i| out[i] = args[i];
+    if (kwnames) |kw| {
+        const nkw = c.PyTuple_Size(kw);
+        var k: py.Ssize = 0;
+        while (k < nkw) : (k += 1) {
+            const key = c.PyTuple_GetItem(kw, k);
+            const slot: usize = for (params, 0..) |p, i| {
+                if (key == p or c.PyUnicode_Compare(key, p) == 0) break i;
+            } else {
+                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got an unexpected keyword argument '%U'", key);
+                return false;
+            };
+            if (out[slot] != null) {
+                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got multiple values for argument '%U'", key);
+                return false;
+            }
+            out[slot] = args[@intCast(nargs + k)];
+        }
+    }
+    for (out, params) |o, p| if (o == null) {
+        _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() missing 1 required positional argument: '%U'", p);
+        return false;
+    };
+    return true;
+}
+
+fn create(loop: *Obj, op: Op, sock: *Obj, arg: *Obj) ?*Obj {
+    const raw: *Obj = c._PyObject_GC_New(&SockCallType) orelse return null;
+    const s = py.cast(SockCall, raw);
+    s.loop = py.newref(loop);
+    s.sock = py.newref(sock);
+    s.arg = py.newref(arg);
+    s.fd_obj = null;
+    s.fut = null;
+    s.waiter = null;
+    s.op = op;
+    s.step = .fresh;
+    c.PyObject_GC_Track(raw);
+    return raw;
+}
+
+/// `LoopCore.sock_recv(sock, n)`.
+pub fn sockRecv(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    var a: [2]?*Obj = undefined;
+    if (!bindArgs("sock_recv", .{ names.sock, names.n }, args, nargs, kwnames, &a)) return null;
+    return create(self.?, .recv, a[0].?, a[1].?);
+}
+
+/// `LoopCore.sock_sendall(sock, data)`.
+pub fn sockSendall(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    var a: [2]?*Obj = undefined;
+    if (!bindArgs("sock_sendall", .{ names.sock, names.data }, args, nargs, kwnames, &a)) return null;
+    return create(self.?, .sendall, a[0].?, a[1].?);
+}
+
+// ------------------------------------------------------------ stepping
+
+/// The first step: asyncio's checks, then the optimistic syscall.
+fn start(s: *SockCall, out: *?*Obj) c.PySendResult {
+    s.step = .finished; // an error below ends it
+    const loop = py.cast(loop_mod.Loop, s.loop.?);
+    const sock = s.sock.?;
+    const plain = socket_type != null and py.obj(c.Py_TYPE(sock)) == socket_type.?;
+    const is_ssl = if (plain or ssl_socket_type == null) 0 else c.PyObject_IsInstance(sock, ssl_socket_type.?);
+    if (is_ssl < 0) return c.PYGEN_ERROR;
+    if (is_ssl == 1 or loop.debug) {
+        // The cold path: the loop's own check raises what asyncio raises.
+        const r = py.callMethod(s.loop.?, names.check_sock, .{sock}) orelse return c.PYGEN_ERROR;
+        py.decref(r);
+    }
+    const fd_obj = py.callMethod(sock, names.fileno, .{}) orelse return c.PYGEN_ERROR;
+    s.fd_obj = fd_obj;
+    // A closed socket's fileno() is -1: fail as its recv()/send() would.
+    if (c.PyLong_Check(fd_obj) != 0 and c.PyLong_AsLong(fd_obj) == -1) {
+        if (c.PyErr_Occurred() == null) _ = py.raiseErrno(@intFromEnum(linux.E.BADF));
+        return c.PYGEN_ERROR;
+    }
+    const fd = loop_mod.parseFd(fd_obj) orelse return c.PYGEN_ERROR;
+    return switch (s.op) {
+        .recv => startRecv(s, out),
+        .sendall => startSendall(s, fd, out),
+    };
+}
+
+fn startRecv(s: *SockCall, out: *?*Obj) c.PySendResult {
+    switch (sockops.recvBytes(s.fd_obj, s.arg) orelse return c.PYGEN_ERROR) {
+        .data => |data| {
+            out.* = data;
+            return c.PYGEN_RETURN;
+        },
+        .would_block => return wait(s, false, recv_ready.?, &.{s.arg.?}, out),
+        .failed => |errno| {
+            _ = py.raiseErrno(errno);
+            return c.PYGEN_ERROR;
+        },
+    }
+}
+
+fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
+    const data = s.arg.?;
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(data, &view, c.PyBUF_SIMPLE) < 0) return c.PYGEN_ERROR;
+    const len: usize = @intCast(view.len);
+    const rc = linux.sendto(fd, @ptrCast(view.buf), len, linux.MSG.NOSIGNAL, null, 0);
+    c.PyBuffer_Release(&view);
+    const sent: usize = switch (linux.errno(rc)) {
+        .SUCCESS => rc,
+        .AGAIN, .INTR => 0,
+        else => |e| {
+            _ = py.raiseErrno(@intFromEnum(e));
+            return c.PYGEN_ERROR;
+        },
+    };
+    if (sent == len) {
+        out.* = py.newref(py.none());
+        return c.PYGEN_RETURN;
+    }
+    // The rest goes from the ready callback: a view of the data and, in a
+    // one-item list, how much of it is sent.
+    const view_obj = c.PyMemoryView_FromObject(data) orelse return c.PYGEN_ERROR;
+    defer py.decref(view_obj);
+    const pos = c.Py_BuildValue("[n]", @as(py.Ssize, @intCast(sent))) orelse return c.PYGEN_ERROR;
+    defer py.decref(pos);
+    return wait(s, true, sendall_ready.?, &.{ view_obj, pos }, out);
+}
+
+/// Waits on a future finished by `ready(fut, fd, *extra)` and yields it.
+fn wait(s: *SockCall, write: bool, ready: *Obj, extra: []const *Obj, out: *?*Obj) c.PySendResult {
+    const flag = py.boolean(write);
+    defer py.decref(flag);
+    var argv: [5]?*Obj = undefined;
+    argv[0] = s.fd_obj;
+    argv[1] = flag;
+    argv[2] = ready;
+    for (extra, 0..) |e, i| argv[3 + i] = e;
+    const fut = loop_mod.sockWait(s.loop, &argv, @intCast(3 + extra.len), null) orelse return c.PYGEN_ERROR;
+    const waiter = awaitIter(fut) orelse {
+        stopWatching(s.fd_obj.?, fut, s.loop.?);
+        py.decref(fut);
+        return c.PYGEN_ERROR;
+    };
+    s.fut = fut;
+    s.waiter = waiter;
+    s.step = .waiting;
+    return resumeWait(s, py.none(), out);
+}
+
+/// `fut.__await__()`.
+fn awaitIter(fut: *Obj) ?*Obj {
+    const tp = c.Py_TYPE(fut);
+    if (tp.*.tp_as_async) |am| if (am.*.am_await) |f| return f(fut);
+    _ = c.PyErr_Format(c.PyExc_TypeError, "object %s can't be used in 'await' expression", tp.*.tp_name);
+    return null;
+}
+
+fn resumeWait(s: *SockCall, arg: *Obj, out: *?*Obj) c.PySendResult {
+    var result: [*c]Obj = null;
+    const r = c.PyIter_Send(s.waiter, arg, &result);
+    if (r == c.PYGEN_NEXT) {
+        out.* = result;
+        return r;
+    }
+    if (r == c.PYGEN_ERROR) abandonWait(s) else endWait(s);
+    out.* = result;
+    return r;
+}
+
+/// The wait ended with an exception (pending, kept) or was abandoned: the
+/// fd stops being watched for it.
+fn abandonWait(s: *SockCall) void {
+    const pending = py.fetchException();
+    stopWatching(s.fd_obj.?, s.fut.?, s.loop.?);
+    endWait(s);
+    if (pending) |e| py.restoreException(e);
+}
+
+fn stopWatching(fd_obj: *Obj, fut: *Obj, loop: *Obj) void {
+    const argv = [_]?*Obj{ fd_obj, fut };
+    const r = loop_mod.sockCancel(loop, &argv, 2, null) orelse return c.PyErr_WriteUnraisable(loop);
+    py.decref(r);
+}
+
+fn endWait(s: *SockCall) void {
+    py.clear(&s.fut);
+    py.clear(&s.waiter);
+    s.step = .finished;
+}
+
+fn amSend(self: ?*Obj, arg: ?*Obj, out: [*c][*c]Obj) callconv(.c) c.PySendResult {
+    const s = py.cast(SockCall, self.?);
+    var result: ?*Obj = null;
+    const r = switch (s.step) {
+        .fresh => start(s, &result),
+        .waiting => resumeWait(s, arg orelse py.none(), &result),
+        .finished => blk: {
+            c.PyErr_SetString(c.PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+            break :blk c.PYGEN_ERROR;
+        },
+    };
+    out.* = result;
+    return r;
+}
+
+/// A finished step's value as iteration protocols want it: StopIteration
+/// carrying it (nothing set at all for None, which means the same).
+fn stopWith(value: *Obj) ?*Obj {
+    defer py.decref(value);
+    if (value == py.none()) return null;
+    const exc = c.PyObject_CallOneArg(c.PyExc_StopIteration, value) orelse return null;
+    c.PyErr_SetObject(c.PyExc_StopIteration, exc);
+    py.decref(exc);
+    return null;
+}
+
+fn iterNext(self: ?*Obj) callconv(.c) ?*Obj {
+    var result: [*c]Obj = null;
+    return switch (amSend(self, py.none(), &result)) {
+        c.PYGEN_NEXT => result,
+        c.PYGEN_RETURN => stopWith(result.?),
+        else => null,
+    };
+}
+
+fn send(self: ?*Obj, value: ?*Obj) callconv(.c) ?*Obj {
+    var result: [*c]Obj = null;
+    return switch (amSend(self, value, &result)) {
+        c.PYGEN_NEXT => result,
+        c.PYGEN_RETURN => stopWith(result.?) orelse {
+            // stopWith sets nothing for None; send() must still stop.
+            if (c.PyErr_Occurred() == null) c.PyErr_SetNone(c.PyExc_StopIteration);
+            return null;
+        },
+        else => null,
+    };
+}
+
+/// `throw(exc)` (or the deprecated `throw(type, value, traceback)`).
+fn throw(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize) callconv(.c) ?*Obj {
+    const s = py.cast(SockCall, self.?);
+    if (nargs < 1 or nargs > 3) {
+        _ = c.PyErr_Format(c.PyExc_TypeError, "throw expected at least 1 argument, got %zd", nargs);
+        return null;
+    }
+    if (s.step == .waiting) {
+        // Into the `await fut`: the future's iterator raises it there.
+        var argv: [4]?*Obj = undefined;
+        argv[0] = s.waiter;
+        for (0..@intCast(nargs)) |i| argv[1 + i] = args[i];
+        const nargsf: usize = @as(usize, @intCast(nargs + 1)) | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
+        if (c.PyObject_VectorcallMethod(names.throw, &argv, nargsf, null)) |yielded| return yielded;
+        abandonWait(s);
+        return null;
+    }
+    // Not started, or over: the exception comes straight back out.
+    s.step = .finished;
+    raiseThrown(args[0].?, if (nargs > 1) args[1] else null, if (nargs > 2) args[2] else null);
+    return null;
+}
+
+/// Raises what `throw(typ, val, tb)` names, as a generator does.
+fn raiseThrown(typ: *Obj, val: ?*Obj, tb: ?*Obj) void {
+    if (tb != null and !py.isNone(tb) and c.PyTraceBack_Check(tb) == 0) {
+        c.PyErr_SetString(c.PyExc_TypeError, "throw() third argument must be a traceback object");
+        return;
+    }
+    if (c.PyObject_IsInstance(typ, c.PyExc_BaseException) == 1) {
+        if (!py.isNone(val)) {
+            c.PyErr_SetString(c.PyExc_TypeError, "instance exception may not have a separate value");
+            return;
+        }
+        c.PyErr_SetObject(py.obj(c.Py_TYPE(typ)), typ);
+    } else if (c.PyType_Check(typ) != 0 and c.PyObject_IsSubclass(typ, c.PyExc_BaseException) == 1) {
+        c.PyErr_SetObject(typ, val orelse py.none());
+    } else {
+        _ = c.PyErr_Format(
+            c.PyExc_TypeError,
+            "exceptions must be classes or instances deriving from BaseException, not %s",
+            c.Py_TYPE(typ).*.tp_name,
+        );
+        return;
+    }
+    if (tb != null and !py.isNone(tb)) {
+        const exc = py.fetchException() orelse return;
+        _ = c.PyException_SetTraceback(exc, tb);
+        py.restoreException(exc);
+    }
+}
+
+fn close(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const s = py.cast(SockCall, self.?);
+    if (s.step == .waiting) abandonWait(s);
+    s.step = .finished;
+    return py.newref(py.none());
+}
+
+fn amAwait(self: ?*Obj) callconv(.c) ?*Obj {
+    return py.newref(self.?);
+}
+
+// ------------------------------------------------------------ the type
+
+/// Collected (or its loop torn down) while waiting: stop watching the fd.
+fn finalize(self: ?*Obj) callconv(.c) void {
+    const s = py.cast(SockCall, self.?);
+    if (s.step == .waiting) abandonWait(s); // keeps any pending exception
+}
+
+fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
+    const s = py.cast(SockCall, self.?);
+    inline for (.{ s.loop, s.sock, s.arg, s.fd_obj, s.fut, s.waiter }) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    return 0;
+}
+
+fn clearGc(self: ?*Obj) callconv(.c) c_int {
+    const s = py.cast(SockCall, self.?);
+    inline for (.{ "loop", "sock", "arg", "fd_obj", "fut", "waiter" }) |f| py.clear(&@field(s, f));
+    s.step = .finished;
+    return 0;
+}
+
+fn dealloc(self: ?*Obj) callconv(.c) void {
+    if (c.PyObject_CallFinalizerFromDealloc(self) < 0) return; // resurrected
+    c.PyObject_GC_UnTrack(self);
+    _ = clearGc(self);
+    c.PyObject_GC_Del(self);
+}
+
+fn getName(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const s = py.cast(SockCall, self.?);
+    return c.PyUnicode_FromString(if (s.op == .recv) "sock_recv" else "sock_sendall");
+}
+
+fn getQualname(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const s = py.cast(SockCall, self.?);
+    return c.PyUnicode_FromString(if (s.op == .recv) "Loop.sock_recv" else "Loop.sock_sendall");
+}
+
+/// What it waits on (as a coroutine's `cr_await`), or None.
+fn getAwait(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const s = py.cast(SockCall, self.?);
+    return py.newref(s.fut orelse py.none());
+}
+
+fn getRunning(_: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(false);
+}
+
+var methods = [_]c.PyMethodDef{
+    py.methodO("send", send, "send(value) -> the next yielded value, or raise StopIteration."),
+    .{ .ml_name = "throw", .ml_meth = @ptrCast(&throw), .ml_flags = c.METH_FASTCALL, .ml_doc = "throw(exc): raise exc where the coroutine waits." },
+    py.methodNoArgs("close", close, "close(): stop waiting, if it does."),
+    py.sentinel_method,
+};
+
+var getsets = [_]c.PyGetSetDef{
+    py.getset("__name__", getName, null),
+    py.getset("__qualname__", getQualname, null),
+    py.getset("cr_await", getAwait, null),
+    py.getset("cr_running", getRunning, null),
+    py.sentinel_getset,
+};
+
+var async_methods: c.PyAsyncMethods = .{ .am_await = amAwait, .am_aiter = null, .am_anext = null, .am_send = amSend };
+
+pub fn initType(module: *Obj) bool {
+    names = .{
+        .sock = py.intern("sock"),
+        .n = py.intern("n"),
+        .data = py.intern("data"),
+        .fileno = py.intern("fileno"),
+        .check_sock = py.intern("_check_sock"),
+        .throw = py.intern("throw"),
+    };
+    const socket_mod = c.PyImport_ImportModule("socket") orelse return false;
+    defer py.decref(socket_mod);
+    socket_type = c.PyObject_GetAttrString(socket_mod, "socket") orelse return false;
+    if (c.PyImport_ImportModule("ssl")) |ssl_mod| {
+        defer py.decref(ssl_mod);
+        ssl_socket_type = c.PyObject_GetAttrString(ssl_mod, "SSLSocket") orelse return false;
+    } else if (c.PyErr_ExceptionMatches(c.PyExc_ImportError) != 0) {
+        c.PyErr_Clear(); // CPython built without OpenSSL: no SSLSocket to refuse
+    } else return false;
+    recv_ready = c.PyObject_GetAttrString(module, "_sock_recv_ready") orelse return false;
+    sendall_ready = c.PyObject_GetAttrString(module, "_sock_sendall_ready") orelse return false;
+
+    SockCallType = std.mem.zeroes(c.PyTypeObject);
+    SockCallType.tp_name = "zloop._zloop.SockCall";
+    SockCallType.tp_basicsize = @sizeOf(SockCall);
+    SockCallType.tp_flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_HAVE_GC;
+    SockCallType.tp_doc = "The coroutine of loop.sock_recv() or loop.sock_sendall().";
+    SockCallType.tp_dealloc = dealloc;
+    SockCallType.tp_traverse = traverse;
+    SockCallType.tp_clear = clearGc;
+    SockCallType.tp_finalize = finalize;
+    SockCallType.tp_iternext = iterNext;
+    SockCallType.tp_as_async = &async_methods;
+    SockCallType.tp_methods = &methods;
+    SockCallType.tp_getset = &getsets;
+    if (c.PyType_Ready(&SockCallType) < 0) return false;
+    return c.PyModule_AddObjectRef(module, "SockCall", py.obj(&SockCallType)) >= 0;
+}
