@@ -619,3 +619,21 @@ def test_sock_sendall_refuses_a_str(loop, pair):
             await loop.sock_sendall(a, "text")
 
     loop.run_until_complete(main())
+
+
+def test_driving_sock_coroutines_by_hand(loop, pair):
+    a, b = pair
+
+    async def main():
+        with pytest.raises(StopIteration) as sent:
+            loop.sock_sendall(a, b"by hand").send(None)
+        assert sent.value.value is None
+        await yield_passes(1)
+        recv = loop.sock_recv(b, 100)
+        with pytest.raises(StopIteration) as received:
+            recv.send(None)
+        assert received.value.value == b"by hand"
+        with pytest.raises(RuntimeError):
+            next(recv.__await__())
+
+    loop.run_until_complete(main())

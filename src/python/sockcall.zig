@@ -279,37 +279,39 @@ fn amSend(self: ?*Obj, arg: ?*Obj, out: [*c][*c]Obj) callconv(.c) c.PySendResult
     return r;
 }
 
-/// A finished step's value as iteration protocols want it: StopIteration
-/// carrying it (nothing set at all for None, which means the same).
-fn stopWith(value: *Obj) ?*Obj {
+/// A finished step's value as the iteration protocols carry it: raised in
+/// a StopIteration, or, for None, nothing set at all (the same to
+/// `tp_iternext`'s callers).
+fn stopWith(value: *Obj) void {
     defer py.decref(value);
-    if (value == py.none()) return null;
-    const exc = c.PyObject_CallOneArg(c.PyExc_StopIteration, value) orelse return null;
+    if (value == py.none()) return;
+    const exc = c.PyObject_CallOneArg(c.PyExc_StopIteration, value) orelse return;
     c.PyErr_SetObject(c.PyExc_StopIteration, exc);
     py.decref(exc);
-    return null;
 }
 
 fn iterNext(self: ?*Obj) callconv(.c) ?*Obj {
     var result: [*c]Obj = null;
-    return switch (amSend(self, py.none(), &result)) {
-        c.PYGEN_NEXT => result,
+    switch (amSend(self, py.none(), &result)) {
+        c.PYGEN_NEXT => return result,
         c.PYGEN_RETURN => stopWith(result.?),
-        else => null,
-    };
+        else => {},
+    }
+    return null;
 }
 
 fn send(self: ?*Obj, value: ?*Obj) callconv(.c) ?*Obj {
     var result: [*c]Obj = null;
-    return switch (amSend(self, value, &result)) {
-        c.PYGEN_NEXT => result,
-        c.PYGEN_RETURN => stopWith(result.?) orelse {
-            // stopWith sets nothing for None; send() must still stop.
+    switch (amSend(self, value, &result)) {
+        c.PYGEN_NEXT => return result,
+        c.PYGEN_RETURN => {
+            stopWith(result.?);
+            // send() raises StopIteration even for None.
             if (c.PyErr_Occurred() == null) c.PyErr_SetNone(c.PyExc_StopIteration);
-            return null;
         },
-        else => null,
-    };
+        else => {},
+    }
+    return null;
 }
 
 /// `throw(exc)` (or the deprecated `throw(type, value, traceback)`).
