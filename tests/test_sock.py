@@ -637,3 +637,11 @@ def test_driving_sock_coroutines_by_hand(loop, pair):
             next(recv.__await__())
 
     loop.run_until_complete(main())
+
+
+def test_a_sock_coroutine_refuses_a_value_before_it_starts(loop, pair):
+    a, _ = pair
+    coro = loop.sock_sendall(a, b"x")
+    with pytest.raises(TypeError, match="just-started coroutine"):
+        coro.send(1)
+    coro.close()

@@ -268,7 +268,10 @@ fn amSend(self: ?*Obj, arg: ?*Obj, out: [*c][*c]Obj) callconv(.c) c.PySendResult
     const s = py.cast(SockCall, self.?);
     var result: ?*Obj = null;
     const r = switch (s.step) {
-        .fresh => start(s, &result),
+        .fresh => if (py.isNone(arg)) start(s, &result) else blk: {
+            c.PyErr_SetString(c.PyExc_TypeError, "can't send non-None value to a just-started coroutine");
+            break :blk c.PYGEN_ERROR;
+        },
         .waiting => resumeWait(s, arg orelse py.none(), &result),
         .finished => blk: {
             c.PyErr_SetString(c.PyExc_RuntimeError, "cannot reuse already awaited coroutine");
