@@ -74,7 +74,7 @@ comptime {
 pub var AcceptorType: ?*c.PyTypeObject = null;
 /// `socket.socket`, looked up once at import (as `socket.accept` builds
 /// its result from the module's class).
-var socket_type: ?*Obj = null;
+pub var socket_type: ?*Obj = null;
 
 const Names = struct {
     out_of_resources: *Obj,

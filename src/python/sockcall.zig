@@ -20,6 +20,7 @@ const Obj = py.Obj;
 const linux = std.os.linux;
 const loop_mod = @import("loop.zig");
 const sockops = @import("sockops.zig");
+const accept = @import("accept.zig");
 
 const Op = enum(u8) { recv, sendall };
 const Step = enum(u8) { fresh, waiting, finished };
@@ -51,10 +52,9 @@ const Names = struct {
 };
 var names: Names = undefined;
 
-/// `ssl.SSLSocket` (null without the ssl module) and `socket.socket`: a
-/// socket of exactly the latter type needs no isinstance walk.
+/// `ssl.SSLSocket` (null without the ssl module). A socket of exactly
+/// `socket.socket` (accept.zig looks it up) needs no isinstance walk.
 var ssl_socket_type: ?*Obj = null;
-var socket_type: ?*Obj = null;
 /// `_zloop._sock_recv_ready` and `_zloop._sock_sendall_ready`.
 var recv_ready: ?*Obj = null;
 var sendall_ready: ?*Obj = null;
@@ -138,7 +138,7 @@ fn start(s: *SockCall, out: *?*Obj) c.PySendResult {
     s.step = .finished; // an error below ends it
     const loop = py.cast(loop_mod.Loop, s.loop.?);
     const sock = s.sock.?;
-    const plain = socket_type != null and py.obj(c.Py_TYPE(sock)) == socket_type.?;
+    const plain = accept.socket_type != null and py.obj(c.Py_TYPE(sock)) == accept.socket_type.?;
     const is_ssl = if (plain or ssl_socket_type == null) 0 else c.PyObject_IsInstance(sock, ssl_socket_type.?);
     if (is_ssl < 0) return c.PYGEN_ERROR;
     if (is_ssl == 1 or loop.debug) {
@@ -457,9 +457,6 @@ pub fn initType(module: *Obj) bool {
         .check_sock = py.intern("_check_sock"),
         .throw = py.intern("throw"),
     };
-    const socket_mod = c.PyImport_ImportModule("socket") orelse return false;
-    defer py.decref(socket_mod);
-    socket_type = c.PyObject_GetAttrString(socket_mod, "socket") orelse return false;
     if (c.PyImport_ImportModule("ssl")) |ssl_mod| {
         defer py.decref(ssl_mod);
         ssl_socket_type = c.PyObject_GetAttrString(ssl_mod, "SSLSocket") orelse return false;
