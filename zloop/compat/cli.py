@@ -168,7 +168,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out_path = _result_path(cache_dir, suite, args.loop, args.backend)
     rc = _run_pytest(suite, run_root, args.loop, args.backend, out_path, args)
     result = report.load_report(out_path)
-    return _conclude(suite, args, result, baseline, out_path, rc, compat_dir)
+    return _conclude(suite, args, result, baseline, out_path, rc, compat_dir, run_root)
+
+
+# At most this many unlisted differences are run again to confirm them; more
+# than that is no flake.
+RERUN_MAX = 20
+
+
+def _confirm(suite: Suite, args: argparse.Namespace, diff: report.DiffResult,
+             out_path: Path, run_root: Path) -> None:
+    """Runs the tests behind unlisted differences once more on both loops
+    and drops the differences that do not reproduce (timing-dependent tests
+    that failed once on one side, stock asyncio's included)."""
+    tests = [d.test for d in diff.unlisted]
+    if not tests or len(tests) > RERUN_MAX:
+        return
+    print(f"compat: running the {len(tests)} unlisted difference(s) again on both loops",
+          flush=True)
+    reruns = {}
+    for loop, backend in (("asyncio", None), (args.loop, args.backend)):
+        path = out_path.with_name(f"{loop}-rerun.json")
+        _run_pytest(suite, run_root, loop, backend, path, args, tests)
+        reruns[loop] = report.load_report(path)
+    report.drop_unconfirmed(diff, reruns["asyncio"], reruns[args.loop])
 
 
 def _run_root(suite: Suite, root: Path, cache_dir: Path) -> Path:
@@ -201,7 +224,8 @@ def _fresh_baseline(path: Path, suite: Suite) -> bool:
 
 
 def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None,
-                    out_path: Path, args: argparse.Namespace) -> list[str]:
+                    out_path: Path, args: argparse.Namespace,
+                    tests: list[str] | None = None) -> list[str]:
     python = _python_tag()
     exclude_path = out_path.with_suffix(".exclude.json")
     exclude_path.write_text(json.dumps([
@@ -221,7 +245,7 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
                 # worker would then stop the run and leave the rest unrun.
                 "--max-worker-restart=100000",
                 "-q", f"--rootdir={run_root}"]
-    command += [*suite.pytest_args, *suite.targets, *args.pytest_args]
+    command += [*suite.pytest_args, *(tests or suite.targets), *args.pytest_args]
     return command
 
 
@@ -268,11 +292,12 @@ def _default_interrupt_signals() -> None:
 
 
 def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
-                out_path: Path, args: argparse.Namespace) -> int:
+                out_path: Path, args: argparse.Namespace,
+                tests: list[str] | None = None) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for stale in (out_path, Path(str(out_path) + ".jsonl")):
         stale.unlink(missing_ok=True)
-    command = _pytest_command(suite, run_root, loop, backend, out_path, args)
+    command = _pytest_command(suite, run_root, loop, backend, out_path, args, tests)
     env = _env_with_zloop(str(suite.directory), str(out_path.parent / "plugin"))
     env["ZLOOP_COMPAT_SUITE_DIR"] = str(suite.directory)
     if backend:
@@ -303,7 +328,7 @@ def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
 
 def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
               baseline: dict[str, Any] | None, out_path: Path, rc: int,
-              compat_dir: Path) -> int:
+              compat_dir: Path, run_root: Path) -> int:
     python = _python_tag()
     min_on_loop = suite.min_on_loop_for(python)
     on_loop = result["summary"]["on_loop"]
@@ -320,6 +345,7 @@ def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
     if baseline is not None:
         expected = suite.expected_for(args.loop, python, args.backend)
         diff = report.diff_reports(baseline, result, expected)
+        _confirm(suite, args, diff, out_path, run_root)
         report.print_diff(diff, args.loop)
         if not diff.ok:
             problems.append("differences from asyncio do not match "

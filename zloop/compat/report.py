@@ -59,6 +59,9 @@ class Difference:
 class DiffResult:
     differences: list[Difference] = field(default_factory=list)
     stale: list[Entry] = field(default_factory=list)
+    # Unlisted differences that went away when both loops ran the test
+    # again (see `drop_unconfirmed`): printed, not counted.
+    flaky: list[Difference] = field(default_factory=list)
 
     @property
     def unlisted(self) -> list[Difference]:
@@ -96,6 +99,23 @@ def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
     return result
 
 
+def drop_unconfirmed(result: DiffResult, base_rerun: dict[str, Any],
+                     target_rerun: dict[str, Any]) -> None:
+    """Moves the unlisted differences that did not reproduce, when both
+    loops ran those tests once more, to ``result.flaky``. A test that
+    differs again (or was not rerun) stays a difference."""
+    kept = []
+    for d in result.differences:
+        if d.entry is None:
+            base = outcome_class((base_rerun["tests"].get(d.test) or {}).get("outcome"))
+            got = outcome_class((target_rerun["tests"].get(d.test) or {}).get("outcome"))
+            if d.test in base_rerun["tests"] and d.test in target_rerun["tests"] and base == got:
+                result.flaky.append(d)
+                continue
+        kept.append(d)
+    result.differences = kept
+
+
 def print_diff(result: DiffResult, loop: str, limit: int = 60) -> None:
     regress = [d for d in result.differences if d.baseline == "passed"]
     improve = [d for d in result.differences if d.target == "passed"]
@@ -110,6 +130,9 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60) -> None:
         print(f"  ... and {len(result.unlisted) - limit} more unlisted (see the summary JSON)")
     for e in result.stale:
         print(f"  STALE     {e.test}: listed ({e.reason}) but no longer differs")
+    for d in result.flaky:
+        print(f"  FLAKY     {d.test}: asyncio {d.baseline}, {loop} {d.target}; "
+              "the same on both when rerun, so not counted")
 
 
 def summary_row(suite: str, pin: str, loop: str, backend: str | None,
