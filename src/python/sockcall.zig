@@ -176,16 +176,12 @@ fn startRecv(s: *SockCall, out: *?*Obj) c.PySendResult {
 
 fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
     const data = s.arg.?;
-    var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(data, &view, c.PyBUF_SIMPLE) < 0) return c.PYGEN_ERROR;
-    const len: usize = @intCast(view.len);
-    const rc = linux.sendto(fd, @ptrCast(view.buf), len, linux.MSG.NOSIGNAL, null, 0);
-    c.PyBuffer_Release(&view);
-    const sent: usize = switch (linux.errno(rc)) {
-        .SUCCESS => rc,
-        .AGAIN, .INTR => 0,
-        else => |e| {
-            _ = py.raiseErrno(@intFromEnum(e));
+    var len: usize = undefined;
+    const sent: usize = switch (sockops.sendFrom(fd, data, 0, &len) orelse return c.PYGEN_ERROR) {
+        .upto => |n| n,
+        .would_block => 0,
+        .failed => |errno| {
+            _ = py.raiseErrno(errno);
             return c.PYGEN_ERROR;
         },
     };

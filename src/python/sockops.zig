@@ -131,6 +131,32 @@ fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) cal
     return resolve(fut, n);
 }
 
+/// What one non-blocking send gave.
+pub const Sent = union(enum) {
+    /// The offset in the data sent up to, this send included.
+    upto: usize,
+    would_block,
+    failed: u16,
+};
+
+/// One send() of bytes-like `data` from offset `start` (clamped to its
+/// end); `len` gets the data's size. Null with the Python error set when
+/// `data` has no buffer.
+pub fn sendFrom(fd: i32, data: *Obj, start: usize, len: *usize) ?Sent {
+    var view: c.Py_buffer = undefined;
+    if (c.PyObject_GetBuffer(data, &view, c.PyBUF_SIMPLE) < 0) return null;
+    defer c.PyBuffer_Release(&view);
+    const all: [*]const u8 = @ptrCast(view.buf);
+    len.* = @intCast(view.len);
+    const from: usize = @min(start, len.*);
+    const rc = linux.sendto(fd, all + from, len.* - from, linux.MSG.NOSIGNAL, null, 0);
+    return switch (linux.errno(rc)) {
+        .SUCCESS => .{ .upto = from + rc },
+        .AGAIN, .INTR => .would_block,
+        else => |e| .{ .failed = @intFromEnum(e) },
+    };
+}
+
 /// `_sock_sendall_ready(fut, fd, data, pos)`: `pos` is a one-item list
 /// holding how much of `data` is already sent.
 fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
@@ -144,19 +170,12 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
     }
     const start = c.PyLong_AsSsize_t(c.PyList_GetItem(pos_list, 0));
     if (start < 0) return if (c.PyErr_Occurred() != null) null else py.raise(c.PyExc_ValueError, "bad position");
-    var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(args[2], &view, c.PyBUF_SIMPLE) < 0) return null;
-    defer c.PyBuffer_Release(&view);
-    const all: [*]const u8 = @ptrCast(view.buf);
-    const len: usize = @intCast(view.len);
-    const from: usize = @min(@as(usize, @intCast(start)), len);
-    const rc = linux.sendto(fd, all + from, len - from, linux.MSG.NOSIGNAL, null, 0);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return pending(),
-        else => |e| return reject(fut, @intFromEnum(e)),
-    }
-    const now = from + rc;
+    var len: usize = undefined;
+    const now = switch (sendFrom(fd, args[2].?, @intCast(start), &len) orelse return null) {
+        .upto => |n| n,
+        .would_block => return pending(),
+        .failed => |errno| return reject(fut, errno),
+    };
     if (now == len) return resolve(fut, py.newref(py.none()));
     const pos = c.PyLong_FromSize_t(now) orelse return null;
     if (c.PyList_SetItem(pos_list, 0, pos) < 0) return null; // steals `pos`
