@@ -84,6 +84,9 @@ pub const Reactor = struct {
     in_callbacks: bool = false,
     /// Flushes queued by the running callback, last queued first.
     flushes: ?*Flush = null,
+    /// The last pass blocked in its wait and woke on events: the next
+    /// pass runs what they queued without polling first (see `runOnce`).
+    woke_on_events: bool = false,
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
     pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
@@ -263,7 +266,17 @@ pub const Reactor = struct {
     pub fn runOnce(r: *Reactor) (RunError || error{OutOfMemory})!void {
         // Left over from a pass that aborted inside a flush.
         try r.runFlushes();
-        const n = try r.wait(r.timeoutMs());
+        const timeout_ms = r.timeoutMs();
+        // After a wait that blocked and woke on events, the pass that
+        // follows (the task their callbacks woke, typically) does not poll
+        // first: a non-blocking poll microseconds after the blocking one
+        // costs a syscall and finds nothing, nearly always. What it would
+        // have found is dispatched one pass later, which is the same as
+        // that I/O arriving a moment later; the pass after this one polls
+        // again, so I/O never waits behind more than one pass.
+        const skip = timeout_ms == 0 and r.woke_on_events;
+        const n = if (skip) 0 else try r.wait(timeout_ms);
+        r.woke_on_events = !skip and timeout_ms != 0 and n > 0;
         for (r.events[0..n]) |ev| {
             if (ev.fd == r.waker.read_fd) {
                 r.drainWake();
@@ -325,6 +338,7 @@ pub const Reactor = struct {
     /// Runs passes until `stopping` is set, then clears it.
     pub fn runForever(r: *Reactor) (RunError || error{OutOfMemory})!void {
         defer r.stopping = false;
+        r.woke_on_events = false; // a run starts with a poll
         while (true) {
             try r.runOnce();
             if (r.stopping) break;
