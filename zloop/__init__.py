@@ -24,6 +24,11 @@ def run(main, *, debug=None, **run_kwargs):
     """Run a coroutine on a fresh zloop loop, like ``asyncio.run``."""
     if _sys.version_info >= (3, 12):
         return _asyncio.run(main, debug=debug, loop_factory=new_event_loop, **run_kwargs)
+    # As asyncio.run: refuse before a Runner makes a loop (its close() would
+    # then fail inside the running loop, leaving shutdown_asyncgens() never
+    # awaited).
+    if _asyncio._get_running_loop() is not None:
+        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
     with _asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)
 
