@@ -418,3 +418,48 @@ def test_remove_by_a_closed_socket_object(loop, method):
         with pytest.raises(ValueError, match="Invalid file descriptor"):
             remove(closed)
 
+
+
+def test_io_is_seen_within_two_passes_of_a_wake_up_that_keeps_the_loop_busy(loop, pair):
+    # The loop blocks, data on `a` wakes it, and a's reader both makes `b2`
+    # readable and starts a callback chain that keeps the ready queue full
+    # (no pass may block again). b2's reader must still run: asyncio polls
+    # on the very next pass; zloop skips the poll of the pass right after a
+    # blocking wait that woke on events, so it may take one pass more, but
+    # never more than that.
+    a, b = pair
+    a2, b2 = socket.socketpair()
+    a2.setblocking(False)
+    b2.setblocking(False)
+    steps = []
+    seen_at = []
+
+    def chain():
+        steps.append(1)
+        if len(steps) < 50:
+            loop.call_soon(chain)
+        else:
+            loop.stop()
+
+    def on_a():
+        a.recv(100)
+        loop.remove_reader(a.fileno())
+        a2.send(b"x")
+        loop.call_soon(chain)
+
+    def on_b2():
+        b2.recv(100)
+        seen_at.append(len(steps))
+        loop.remove_reader(b2.fileno())
+
+    try:
+        loop.add_reader(a.fileno(), on_a)
+        loop.add_reader(b2.fileno(), on_b2)
+        loop.call_later(0.05, b.send, b"go")  # arrives while the loop blocks
+        loop.run_forever()
+    finally:
+        loop.remove_reader(b2.fileno())
+        a2.close()
+        b2.close()
+    assert len(seen_at) == 1
+    assert seen_at[0] <= 2, seen_at

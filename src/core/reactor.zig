@@ -372,7 +372,6 @@ fn eachBackend(case: fn (*Reactor) anyerror!void) !void {
     }
 }
 
-
 const Probe = struct {
     cb: Callback = .{ .run = run, .drop = dropNothing },
     log: *std.ArrayList(u32),
@@ -557,6 +556,59 @@ fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
 }
 
 fn runNothing(_: *Callback) RunError!void {}
+
+test "the pass after a wait that blocked and woke on events does not poll; the next one does" {
+    try eachBackend(caseNoPollRightAfterABlockingWake);
+}
+
+fn caseNoPollRightAfterABlockingWake(r: *Reactor) !void {
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        // Runs in the event's pass and queues itself for the next one (a
+        // woken task's step, say), which therefore does not block.
+        follow_up: Probe,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+            if (self.hits > 1) return;
+            self.follow_up.requeue = true;
+            self.follow_up.reactor.callSoon(&self.follow_up.cb) catch return error.Aborted;
+        }
+    };
+    var w: W = .{
+        .w = .{ .fd = fd, .on_ready = W.onReady },
+        .follow_up = .{ .log = &log, .id = 1, .reactor = r },
+    };
+    try r.attach(&w.w);
+    defer r.detach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true }); // level-triggered
+    var one: u64 = 1;
+    _ = try sys.write(fd, std.mem.asBytes(&one)); // readable from now on
+    try std.testing.expectEqual(@as(i32, -1), r.timeoutMs());
+    try pollRetryingPass(r, &w.hits, 1); // blocked (nothing ready), woke on the fd
+    try r.runOnce(); // runs the follow-up without polling: the fd is not seen
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
+    try std.testing.expectEqualSlices(u32, &.{ 1, 1 }, log.items);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.callSoon(&nop);
+    try r.runOnce(); // polls again (non-blocking): seen
+    try std.testing.expectEqual(@as(u32, 2), w.hits);
+}
+
+/// Blocking passes until `hits` reaches `want` (a stop-and-continue of the
+/// process can end a blocking wait early with nothing).
+fn pollRetryingPass(r: *Reactor, hits: *const u32, want: u32) !void {
+    var passes: u32 = 0;
+    while (hits.* < want) : (passes += 1) {
+        if (passes == 100) return error.TestUnexpectedResult;
+        try r.runOnce();
+    }
+}
 
 test "a one-shot watcher fires once, stays quiet, and fires again once re-armed" {
     try eachBackend(caseOneShotWatcher);
