@@ -890,18 +890,25 @@ def test_bare_server_attach_holds_wait_closed(loop):
     assert loop.run_until_complete(main()) is True
 
 
-# -- large reads: zloop hands a bulk read's buffer to data_received and
-# -- takes it back for the next read when the protocol kept no reference.
+# -- reads: zloop hands a read's buffer to data_received (its 16 KiB lent
+# -- buffer for small reads, its 256 KiB spare for bulk ones) and takes it
+# -- back for the next read when the protocol kept no reference.
 
 
-@pytest.mark.parametrize("paced", [False, True], ids=["bulk", "paced"])
+@pytest.mark.parametrize(
+    "paced",
+    [0, 40 * 1024, 1000, 16 * 1024, 20 * 1024],
+    ids=["bulk", "paced40k", "paced1000", "paced16k", "paced20k"],
+)
 @pytest.mark.parametrize("keep", ["drop", "keep", "alternate"])
-def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, keep, paced):
+def test_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, keep, paced):
     # bulk: one 24 MB write, reads as large as the socket gives; paced:
-    # 40 KiB messages one at a time, reads of about that size (the range
-    # that zloop reads into its spare, or to an exact size once a
-    # protocol has kept one).
-    data = payload(24 * 1024 * 1024 if not paced else 200 * 40 * 1024)
+    # messages of one size sent one at a time, reads of about that size:
+    # 40 KiB (the range zloop reads into its spare, or to an exact size
+    # once a protocol has kept one), 1000 bytes (its lent buffer), 16 KiB
+    # (fills the lent buffer), 20 KiB (split: the lent buffer, then the
+    # rest into the spare).
+    data = payload(24 * 1024 * 1024 if not paced else 200 * paced)
     kept = []
 
     class Sink(asyncio.Protocol):
@@ -930,8 +937,8 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection(HOST, port)
         if paced:
-            for i in range(0, len(data), 40 * 1024):
-                writer.write(data[i:i + 40 * 1024])
+            for i in range(0, len(data), paced):
+                writer.write(data[i:i + paced])
                 await writer.drain()
                 await asyncio.sleep(0)
         else:
@@ -949,6 +956,49 @@ def test_large_reads_are_intact_whether_or_not_the_protocol_keeps_them(loop, kee
         assert chunk == data[start:start + len(chunk)]
     if keep == "keep":
         assert b"".join(c for _, c in kept) == data
+
+
+@pytest.mark.parametrize("size", [100, 1000, 16 * 1024, 20 * 1024])
+@pytest.mark.parametrize("keep", ["drop", "alternate"])
+def test_an_echo_of_each_read_is_intact_whether_or_not_the_protocol_keeps_it(loop, keep, size):
+    # data_received writes the bytes it was handed straight back (zloop
+    # holds such a write until the callback returns, then reuses the
+    # buffer for the next read only if nothing else holds it); the peer
+    # checks the echo, and the chunks kept are checked at the end.
+    data = payload(300 * size)
+    kept = []
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            self.n = 0
+
+        def data_received(self, chunk):
+            start = self.n
+            self.n += len(chunk)
+            self.transport.write(chunk)
+            self.calls = getattr(self, "calls", 0) + 1
+            if keep == "alternate" and self.calls % 2:
+                kept.append((start, chunk))
+
+    async def main():
+        server = await loop.create_server(Echo, HOST, 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection(HOST, port)
+        got = bytearray()
+        for i in range(0, len(data), size):
+            writer.write(data[i:i + size])
+            while len(got) < i + size:
+                got += await asyncio.wait_for(reader.read(1 << 20), 10)
+        writer.close()
+        await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+        return bytes(got)
+
+    assert loop.run_until_complete(main()) == data
+    for start, chunk in kept:
+        assert chunk == data[start:start + len(chunk)]
 
 
 def test_io_runs_after_callbacks_queued_before_the_poll(loop):

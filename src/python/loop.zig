@@ -34,6 +34,9 @@ pub const Loop = struct {
     /// transport.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
     /// null while handed to a protocol.
     read_spare: ?*Obj,
+    /// The buffer small reads are lent in (transport.zig's `readLent`): a
+    /// `bytes` of `read_lent_bytes`, or null while lent.
+    read_lent: ?*Obj,
 };
 
 comptime {
@@ -754,6 +757,7 @@ fn closeNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.closed = true;
     drain(loop, true);
     py.clear(&loop.read_spare);
+    py.clear(&loop.read_lent);
     return py.newref(py.none());
 }
 
@@ -820,6 +824,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.weakreflist = null;
     loop.task_factory = null;
     loop.read_spare = null;
+    loop.read_lent = null;
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
         // Raise first, then free: marked closed, the half-made loop's
@@ -881,6 +886,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
 fn clearGc(self: ?*Obj) callconv(.c) c_int {
     py.clear(&py.cast(Loop, self.?).task_factory);
     py.clear(&py.cast(Loop, self.?).read_spare);
+    py.clear(&py.cast(Loop, self.?).read_lent);
     drain(py.cast(Loop, self.?), false);
     return 0;
 }
@@ -892,6 +898,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     drain(loop, true);
     py.clear(&loop.task_factory);
     py.clear(&loop.read_spare);
+    py.clear(&loop.read_lent);
     // subtype_dealloc drops the reference a heap subclass's instance holds
     // on its type; this static base must not drop it again.
     c.Py_TYPE(self).*.tp_free.?(self);
