@@ -510,10 +510,8 @@ fn readReady(t: *Transport) core.RunError!void {
         if (try readExact(t)) return;
     }
     const l = py.cast(loop_mod.Loop, t.loop.?);
-    const spare = l.read_spare orelse
-        c.PyBytes_FromStringAndSize(null, read_spare_bytes) orelse
+    const spare = takeBuffer(&l.read_spare, read_spare_bytes) orelse
         return fatalFromPending(t, names.msg_read);
-    l.read_spare = null; // ours (one reference) until handed back
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
     const rc = linux.recvfrom(in.w.fd, buf, read_spare_bytes, 0, null, null);
     const failed = errnoOf(rc);
@@ -564,10 +562,8 @@ const read_lent_bytes = read_exact_bytes;
 fn readLent(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     const l = py.cast(loop_mod.Loop, t.loop.?);
-    const lent = l.read_lent orelse
-        c.PyBytes_FromStringAndSize(null, read_lent_bytes) orelse
+    const lent = takeBuffer(&l.read_lent, read_lent_bytes) orelse
         return fatalFromPending(t, names.msg_read);
-    l.read_lent = null; // ours (one reference) until handed back
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(lent));
     const rc = linux.recvfrom(in.w.fd, buf, read_lent_bytes, 0, null, null);
     switch (errnoOf(rc)) {
@@ -639,6 +635,14 @@ fn readExact(t: *Transport) core.RunError!bool {
     }
     try deliver(t, data.?);
     return true;
+}
+
+/// Takes the loop's read buffer out of `slot`, or makes one of `size` if
+/// it is out: ours (one reference) until `giveBack`. Null with MemoryError.
+fn takeBuffer(slot: *?*Obj, size: usize) ?*Obj {
+    const buf = slot.* orelse return c.PyBytes_FromStringAndSize(null, @intCast(size));
+    slot.* = null;
+    return buf;
 }
 
 /// Gives the spare back to the loop (see `giveBack`).
