@@ -506,6 +506,10 @@ fn readReady(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     if (in.buffered) return readBuffered(t);
     if (!in.big_reads and !in.keeps_data) return readLent(t);
+    // The rest of a message the lent buffer split keeps the connection on
+    // the spare, however short: messages of 16-32 KiB take one read each.
+    const rest = in.split;
+    in.split = false;
     if (in.big_reads and in.keeps_data) {
         if (try readExact(t)) return;
     }
@@ -515,10 +519,7 @@ fn readReady(t: *Transport) core.RunError!void {
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
     const rc = linux.recvfrom(in.w.fd, buf, read_spare_bytes, 0, null, null);
     const failed = errnoOf(rc);
-    // The rest of a message the lent buffer split keeps the connection on
-    // the spare, however short: messages of 16-32 KiB take one read each.
-    if (!in.split) in.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
-    in.split = false;
+    if (!rest) in.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
     const copy_max: usize = if (in.keeps_data) read_copy_bytes else read_exact_bytes;
     if (failed != .SUCCESS or rc == 0 or rc <= copy_max) {
         const data = if (failed == .SUCCESS and rc > 0) c.PyBytes_FromStringAndSize(buf, @intCast(rc)) else null;
