@@ -23,7 +23,8 @@ del sys.path[0]
 def announce(loop):
     """Say which loop the script got: the driver checks this line."""
     cls = type(loop)
-    print("echo_launcher: loop created: %s.%s" % (cls.__module__, cls.__qualname__),
+    backend = " backend=%s" % loop._backend if hasattr(loop, "_backend") else ""
+    print("echo_launcher: loop created: %s.%s%s" % (cls.__module__, cls.__qualname__, backend),
           file=sys.stderr, flush=True)
 
 

@@ -2,7 +2,8 @@
 
 GET / answers a fixed 13-byte plain-text body: the loop, the HTTP parser and
 uvicorn's protocol are what is measured, not the app.  GET /loop names the
-running loop's class, so that the driver can check the loop really in use.
+running loop's class (and a zloop's backend), so that the driver can check
+the loop really in use.
 """
 
 import asyncio
@@ -16,8 +17,12 @@ async def app(scope, receive, send):
         return
     body = BODY
     if scope["path"] == "/loop":
-        cls = type(asyncio.get_running_loop())
-        body = ("%s.%s" % (cls.__module__, cls.__qualname__)).encode()
+        loop = asyncio.get_running_loop()
+        cls = type(loop)
+        text = "%s.%s" % (cls.__module__, cls.__qualname__)
+        if hasattr(loop, "_backend"):
+            text += " backend=%s" % loop._backend
+        body = text.encode()
         headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
     else:
         headers = HEADERS

@@ -85,11 +85,16 @@ def measure(args, name, duration_s):
     os.makedirs(common.CACHE_DIR, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=common.CHILD_CWD, preexec_fn=common.pin(args.server_cpu))
+                                cwd=common.CHILD_CWD, preexec_fn=common.pin(args.server_cpu),
+                                env=dict(os.environ, **loops.environment(name)))
     try:
         common.wait_port(port, proc)
         with urllib.request.urlopen("http://127.0.0.1:%d/loop" % port, timeout=5) as resp:
             loop_class = resp.read().decode()
+        want = loops.backend(name)
+        if want is not None and not loop_class.endswith(" backend=" + want):
+            raise RuntimeError("%s: asked for backend %s, the server runs %s"
+                               % (name, want, loop_class))
         wrk(args, port, WARMUP_S)
         cpu0 = common.cpu_ns(proc.pid)
         res = wrk(args, port, duration_s)

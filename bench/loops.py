@@ -7,16 +7,23 @@ under test, usually the private .venv-bench interpreter).
 
 import asyncio
 import importlib
+import os
 
-# name -> (module, factory attribute, uvicorn --loop value).  Every factory is
-# a zero-argument callable that returns a fresh, unstarted event loop.
+# name -> (module, factory attribute, uvicorn --loop value, environment).
+# Every factory is a zero-argument callable that returns a fresh, unstarted
+# event loop; the environment is set before it runs (and for the uvicorn
+# server process).
 LOOPS = {
     # The stock selector loop, named explicitly so that an installed policy
     # (ours, in the echo launcher) can never redirect it.
-    "asyncio": ("asyncio", "SelectorEventLoop", "asyncio"),
-    "uvloop": ("uvloop", "new_event_loop", "uvloop"),
-    "rloop": ("rloop", "new_event_loop", "rloop:new_event_loop"),
-    "zloop": ("zloop", "new_event_loop", "zloop:new_event_loop"),
+    "asyncio": ("asyncio", "SelectorEventLoop", "asyncio", {}),
+    "uvloop": ("uvloop", "new_event_loop", "uvloop", {}),
+    "rloop": ("rloop", "new_event_loop", "rloop:new_event_loop", {}),
+    # zloop's two Linux backends, each named explicitly so that a
+    # ZLOOP_BACKEND left in the caller's environment cannot swap them.
+    "zloop": ("zloop", "new_event_loop", "zloop:new_event_loop", {"ZLOOP_BACKEND": "epoll"}),
+    "zloop-uring": ("zloop", "new_event_loop", "zloop:new_event_loop",
+                    {"ZLOOP_BACKEND": "io_uring"}),
 }
 
 # Exit status a child uses to say "this loop is not installed", so that the
@@ -39,17 +46,49 @@ def parse_names(text):
     return names
 
 
+def environment(name):
+    """The environment variables `name`'s loop is made under."""
+    return dict(LOOPS[name][3])
+
+
+def backend(name):
+    """The zloop backend `name` must run on, or None."""
+    return LOOPS[name][3].get("ZLOOP_BACKEND")
+
+
 def factory(name):
-    """Return the loop factory for `name`, or raise LoopMissing saying why."""
-    module_name, attr, _ = LOOPS[name]
+    """Return the loop factory for `name`, or raise LoopMissing saying why.
+
+    A loop with an environment gets a factory that sets it first, and that
+    refuses a zloop whose backend is not the one asked for (io_uring falls
+    back to epoll quietly where the kernel refuses it).
+    """
+    module_name, attr, _, env = LOOPS[name]
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise LoopMissing("%s: %s: %s" % (name, type(exc).__name__, exc)) from exc
     try:
-        return getattr(module, attr)
+        make = getattr(module, attr)
     except AttributeError as exc:
         raise LoopMissing("%s: %s has no attribute %s" % (name, module_name, attr)) from exc
+    if not env:
+        return make
+    want = backend(name)
+
+    def make_in_env():
+        os.environ.update(env)
+        loop = make()
+        got = getattr(loop, "_backend", None)
+        if want is not None and got != want:
+            loop.close()
+            raise RuntimeError("%s: asked for backend %s, the loop runs %s" % (name, want, got))
+        return loop
+
+    make_in_env.__qualname__ = "%s[%s]" % (getattr(make, "__qualname__", attr),
+                                           ",".join("%s=%s" % kv for kv in sorted(env.items())))
+    make_in_env.__module__ = getattr(make, "__module__", module_name)
+    return make_in_env
 
 
 def version(name):
