@@ -384,6 +384,16 @@ fn testBackend() !Backend {
     };
 }
 
+/// An eventfd with read interest whose poll is in the kernel, not ready.
+fn armedEventfd(b: *Backend) !sys.fd_t {
+    const fd = try sys.eventfd();
+    errdefer sys.close(fd);
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
+    var out: [8]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    return fd;
+}
+
 fn signal(fd: sys.fd_t) !void {
     const one: u64 = 1;
     _ = try sys.write(fd, std.mem.asBytes(&one));
@@ -533,11 +543,9 @@ test "io_uring: removing interest lets a closed socket really close" {
 test "io_uring: a poll armed by one thread completes while that thread sleeps" {
     var b = try testBackend();
     defer b.deinit();
-    const fd = try sys.eventfd();
+    const fd = try armedEventfd(&b); // armed by this thread
     defer sys.close(fd);
-    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
-    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out)); // armed by this thread
     const Other = struct {
         fn run(backend: *Backend, events: []api.Event, got: *usize, efd: sys.fd_t) void {
             const writer = std.Thread.spawn(.{}, signal, .{efd}) catch return;
@@ -551,15 +559,12 @@ test "io_uring: a poll armed by one thread completes while that thread sleeps" {
     try std.testing.expectEqual(@as(usize, 1), got);
 }
 
-
 test "io_uring: a completion whose task work waits is seen by a non-blocking pass" {
     var b = try testBackend();
     defer b.deinit();
-    const fd = try sys.eventfd();
+    const fd = try armedEventfd(&b);
     defer sys.close(fd);
-    try b.setInterest(fd, .{}, .{ .read = true }, .{});
     var out: [8]api.Event = undefined;
-    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
     // Another thread makes the fd ready while this one stays in user space:
     // the poll's task work is queued here without a kick, so the ring shows
     // nothing until this thread enters the kernel.
