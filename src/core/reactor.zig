@@ -508,10 +508,13 @@ test "wake from another thread unblocks an infinite wait" {
 fn caseWakeUnblocksAnInfiniteWait(r: *Reactor) !void {
     const Waking = struct {
         r: *Reactor,
-        done: std.atomic.Value(bool) = .init(false),
+        posting: std.atomic.Value(bool) = .init(false),
         fn run(w: *@This()) void {
+            // Said before the wake, not after: a flag set after `wake()`
+            // could still read false once the wake was drained, and the
+            // loop below would then wait forever for a wake already seen.
+            w.posting.store(true, .release);
             w.r.wake();
-            w.done.store(true, .release);
         }
     };
     var waking: Waking = .{ .r = r };
@@ -520,10 +523,12 @@ fn caseWakeUnblocksAnInfiniteWait(r: *Reactor) !void {
     // A wait can also end early with nothing drained: a signal handler, or
     // the whole process stopped and continued (epoll_wait fails with EINTR
     // even without a handler then). The next pass must still see the wake,
-    // so pass until the wake was posted and drained; only a lost wake
+    // so pass until the wake was posted and drained (`wake` raises
+    // `wake_pending` before it writes), at least once, so that a wake still
+    // between `posting` and its write is waited for; only a lost wake
     // blocks forever here.
     var passes: u32 = 0;
-    while (!waking.done.load(.acquire) or r.wake_pending.load(.acquire)) : (passes += 1) {
+    while (passes == 0 or !waking.posting.load(.acquire) or r.wake_pending.load(.acquire)) : (passes += 1) {
         if (passes == 100) return error.TestUnexpectedResult;
         try r.runOnce();
     }
