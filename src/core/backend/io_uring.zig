@@ -587,41 +587,50 @@ test "io_uring: removing a poll armed by a sleeping thread lets the socket close
     defer b.deinit();
     const pair = try socketPair();
     defer sys.close(pair[1]);
-    var armed = std.atomic.Value(bool).init(false);
+    var armer_tid = std.atomic.Value(i32).init(0);
     var awake = std.atomic.Value(bool).init(false);
     const Armer = struct {
-        fn run(backend: *Backend, fd: sys.fd_t, flag: *std.atomic.Value(bool), woke: *std.atomic.Value(bool)) void {
+        fn run(backend: *Backend, fd: sys.fd_t, tid: *std.atomic.Value(i32), woke: *std.atomic.Value(bool)) void {
             var out: [8]api.Event = undefined;
             backend.setInterest(fd, .{}, .{ .read = true }, .{}) catch return;
             _ = backend.poll(0, &out) catch return;
-            flag.store(true, .release);
+            tid.store(linux.gettid(), .release);
             // Asleep while the other thread removes the poll.
             var ts: linux.timespec = .{ .sec = 0, .nsec = 500 * std.time.ns_per_ms };
             _ = linux.nanosleep(&ts, null);
             woke.store(true, .release);
         }
     };
-    const t = try std.Thread.spawn(.{}, Armer.run, .{ &b, pair[0], &armed, &awake });
+    const t = try std.Thread.spawn(.{}, Armer.run, .{ &b, pair[0], &armer_tid, &awake });
     defer t.join();
-    while (!armed.load(.acquire)) std.atomic.spinLoopHint();
-    var ts: linux.timespec = .{ .sec = 0, .nsec = 20 * std.time.ns_per_ms };
-    _ = linux.nanosleep(&ts, null);
+    var tid: i32 = 0;
+    while (tid == 0) : (tid = armer_tid.load(.acquire)) std.atomic.spinLoopHint();
+    while (!try threadSleeps(tid)) _ = linux.sched_yield();
     try b.setInterest(pair[0], .{ .read = true }, .{}, .{});
     sys.close(pair[0]);
     // The cancelled poll drops its file in the armer's task work, which the
     // kernel runs by waking the armer briefly (its sleep then goes on): the
     // peer sees end-of-file within moments, long before the armer's sleep
-    // ends. Only a poll left holding the file would keep the read waiting.
+    // ends. A poll left holding the file would leave the peer unreadable.
+    var pfd = [_]linux.pollfd{.{ .fd = pair[1], .events = linux.POLL.IN, .revents = 0 }};
+    try std.testing.expectEqual(@as(usize, 1), linux.poll(&pfd, 1, 200));
     var buf: [1]u8 = undefined;
-    var tries: usize = 0;
-    const n = while (true) : (tries += 1) {
-        break sys.read(pair[1], &buf) catch |err| {
-            if (err != error.WouldBlock or tries == 200) return err;
-            var pause: linux.timespec = .{ .sec = 0, .nsec = std.time.ns_per_ms };
-            _ = linux.nanosleep(&pause, null);
-            continue;
-        };
-    };
-    try std.testing.expectEqual(@as(usize, 0), n);
+    try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
     try std.testing.expect(!awake.load(.acquire));
+}
+
+/// Whether thread `tid` of this process is in an interruptible sleep
+/// (state S in /proc).
+fn threadSleeps(tid: i32) !bool {
+    var path_buf: [64]u8 = undefined;
+    const path = try std.mem.printSentinel(&path_buf, "/proc/self/task/{d}/stat", .{tid}, 0);
+    const rc = linux.open(path, .{ .ACCMODE = .RDONLY, .CLOEXEC = true }, 0);
+    if (linux.errno(rc) != .SUCCESS) return error.Unexpected;
+    const fd: sys.fd_t = @intCast(rc);
+    defer sys.close(fd);
+    var stat: [256]u8 = undefined;
+    const n = try sys.read(fd, &stat);
+    // "tid (comm) S ...": the state follows the last ')'.
+    const close_paren = std.mem.lastIndexOfScalar(u8, stat[0..n], ')') orelse return error.Unexpected;
+    return close_paren + 2 < n and stat[close_paren + 2] == 'S';
 }
