@@ -105,7 +105,11 @@ pub const Backend = struct {
     /// COOP_TASKRUN leaves the work for the thread's next kernel entry (a
     /// sleeping thread is still woken for it, so a loop moved to another
     /// thread, or an fd removed by another thread, completes promptly: the
-    /// two cross-thread tests below). TASKRUN_FLAG raises IORING_SQ_TASKRUN
+    /// two cross-thread tests below). What it gives up: a poll armed by a
+    /// thread that has since handed the loop to another and now computes
+    /// without entering the kernel completes at that thread's next syscall;
+    /// only the first event of each such fd, as its re-arm is submitted by
+    /// the thread that runs the loop. TASKRUN_FLAG raises IORING_SQ_TASKRUN
     /// while such work waits, which the syscall-free non-blocking pass
     /// checks (`kernelHasWork`).
     const setup_flags = linux.IORING_SETUP_COOP_TASKRUN | linux.IORING_SETUP_TASKRUN_FLAG;
