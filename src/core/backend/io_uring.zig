@@ -591,36 +591,39 @@ test "io_uring: removing a poll armed by a sleeping thread lets the socket close
     defer b.deinit();
     const pair = try socketPair();
     defer sys.close(pair[1]);
+    // The armer sleeps in a blocking read of this eventfd until released.
+    const rc = linux.eventfd(0, linux.EFD.CLOEXEC);
+    if (linux.errno(rc) != .SUCCESS) return error.Unexpected;
+    const release: sys.fd_t = @intCast(rc);
+    defer sys.close(release);
     var armer_tid = std.atomic.Value(i32).init(0);
-    var awake = std.atomic.Value(bool).init(false);
     const Armer = struct {
-        fn run(backend: *Backend, fd: sys.fd_t, tid: *std.atomic.Value(i32), woke: *std.atomic.Value(bool)) void {
+        fn run(backend: *Backend, fd: sys.fd_t, until: sys.fd_t, tid: *std.atomic.Value(i32)) void {
             var out: [8]api.Event = undefined;
-            backend.setInterest(fd, .{}, .{ .read = true }, .{}) catch return;
-            _ = backend.poll(0, &out) catch return;
+            backend.setInterest(fd, .{}, .{ .read = true }, .{}) catch return tid.store(-1, .release);
+            _ = backend.poll(0, &out) catch return tid.store(-1, .release);
             tid.store(linux.gettid(), .release);
-            // Asleep while the other thread removes the poll.
-            var ts: linux.timespec = .{ .sec = 0, .nsec = 500 * std.time.ns_per_ms };
-            _ = linux.nanosleep(&ts, null);
-            woke.store(true, .release);
+            var buf: u64 = undefined;
+            _ = linux.read(until, std.mem.asBytes(&buf), @sizeOf(u64));
         }
     };
-    const t = try std.Thread.spawn(.{}, Armer.run, .{ &b, pair[0], &armer_tid, &awake });
+    const t = try std.Thread.spawn(.{}, Armer.run, .{ &b, pair[0], release, &armer_tid });
     defer t.join();
+    defer signal(release) catch {};
     var tid: i32 = 0;
     while (tid == 0) : (tid = armer_tid.load(.acquire)) std.atomic.spinLoopHint();
+    if (tid < 0) return error.Unexpected;
     while (!try threadSleeps(tid)) _ = linux.sched_yield();
     try b.setInterest(pair[0], .{ .read = true }, .{}, .{});
     sys.close(pair[0]);
     // The cancelled poll drops its file in the armer's task work, which the
-    // kernel runs by waking the armer briefly (its sleep then goes on): the
-    // peer sees end-of-file within moments, long before the armer's sleep
-    // ends. A poll left holding the file would leave the peer unreadable.
+    // kernel runs by waking the armer briefly (its read then goes on): the
+    // peer sees end-of-file while the armer is still held. A poll left
+    // holding the file would leave the peer unreadable.
     var pfd = [_]linux.pollfd{.{ .fd = pair[1], .events = linux.POLL.IN, .revents = 0 }};
-    try std.testing.expectEqual(@as(usize, 1), linux.poll(&pfd, 1, 200));
+    try std.testing.expectEqual(@as(usize, 1), linux.poll(&pfd, 1, 1000));
     var buf: [1]u8 = undefined;
     try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
-    try std.testing.expect(!awake.load(.acquire));
 }
 
 /// Whether thread `tid` of this process is in an interruptible sleep
