@@ -22,9 +22,7 @@ del sys.path[0]
 
 def announce(loop):
     """Say which loop the script got: the driver checks this line."""
-    cls = type(loop)
-    backend = " backend=%s" % loop._backend if hasattr(loop, "_backend") else ""
-    print("echo_launcher: loop created: %s.%s%s" % (cls.__module__, cls.__qualname__, backend),
+    print("echo_launcher: loop created: %s" % loops.describe_loop(loop),
           file=sys.stderr, flush=True)
 
 

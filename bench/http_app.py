@@ -8,6 +8,8 @@ the loop really in use.
 
 import asyncio
 
+import loops  # bench/ is uvicorn's --app-dir, so on sys.path
+
 BODY = b"Hello, world!"
 HEADERS = [(b"content-type", b"text/plain"), (b"content-length", b"13")]
 
@@ -17,12 +19,7 @@ async def app(scope, receive, send):
         return
     body = BODY
     if scope["path"] == "/loop":
-        loop = asyncio.get_running_loop()
-        cls = type(loop)
-        text = "%s.%s" % (cls.__module__, cls.__qualname__)
-        if hasattr(loop, "_backend"):
-            text += " backend=%s" % loop._backend
-        body = text.encode()
+        body = loops.describe_loop(asyncio.get_running_loop()).encode()
         headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
     else:
         headers = HEADERS

@@ -56,6 +56,16 @@ def backend(name):
     return LOOPS[name][3].get("ZLOOP_BACKEND")
 
 
+def describe_loop(loop):
+    """'module.Class' of a loop, with ' backend=NAME' for a zloop: what the
+    echo launcher and the HTTP app report, and what the drivers check."""
+    cls = type(loop)
+    text = "%s.%s" % (cls.__module__, cls.__qualname__)
+    if hasattr(loop, "_backend"):
+        text += " backend=%s" % loop._backend
+    return text
+
+
 def factory(name):
     """Return the loop factory for `name`, or raise LoopMissing saying why.
 
