@@ -16,7 +16,7 @@ const builtin = @import("builtin");
 const sys = @import("sys.zig");
 pub const api = @import("backend/api.zig");
 
-const is_linux = builtin.os.tag == .linux;
+pub const is_linux = builtin.os.tag == .linux;
 const epoll = @import("backend/epoll.zig");
 const io_uring = @import("backend/io_uring.zig");
 const kqueue = @import("backend/kqueue.zig");
@@ -108,7 +108,41 @@ pub const Linux = union(Kind) {
     pub fn activeName(b: *const Linux) []const u8 {
         return @tagName(b.*);
     }
+
+    /// Whether `api.Arm.recv` is served by native receives (io_uring).
+    pub fn nativeRecv(b: *const Linux) bool {
+        return switch (b.*) {
+            .epoll => false,
+            .io_uring => |*x| x.nativeRecv(),
+        };
+    }
+
+    /// Provides receive buffer `id` (see io_uring's `provideRecvBuffer`);
+    /// nothing on epoll, which never hands one out.
+    pub fn provideRecvBuffer(b: *Linux, id: u16, buf: []u8) void {
+        switch (b.*) {
+            .epoll => {},
+            .io_uring => |*x| x.provideRecvBuffer(id, buf),
+        }
+    }
+
+    /// Gives back, unread, the buffer of a `recv` event.
+    pub fn recycleRecvBuffer(b: *Linux, id: u16) void {
+        switch (b.*) {
+            .epoll => {},
+            .io_uring => |*x| x.recycleRecvBuffer(id),
+        }
+    }
 };
+
+/// How many receive buffers a caller may provide (ids below this).
+pub const recv_buffers_max: u16 = if (is_linux) io_uring.Backend.recv_buffers_max else 0;
+
+/// Whether `b` serves `api.Arm.recv` with native receives.
+pub fn nativeRecv(b: *const Backend) bool {
+    if (is_linux) return b.nativeRecv();
+    return false;
+}
 
 /// Starts the backend of `kind` (on Linux, with io_uring's fallback).
 pub fn initKind(kind: Kind) sys.Error!Backend {

@@ -10,6 +10,8 @@ const timer_heap = @import("timer_heap.zig");
 
 pub const Interest = backend.api.Interest;
 pub const Event = backend.api.Event;
+pub const Recv = backend.api.Recv;
+pub const recv_buffers_max = backend.recv_buffers_max;
 pub const Timer = timer_heap.Timer;
 
 /// Raised out of `runOnce` when a callback must abort the loop (in CPython
@@ -55,6 +57,12 @@ pub const IoWatcher = struct {
     /// The kernel may hold an entry for `fd`, disarmed by a one-shot event:
     /// arming again modifies it instead of adding one.
     registered: bool = false,
+    /// Read interest is to be served by native receives where the backend
+    /// has them (`Reactor.nativeRecv`): `on_ready` then gets `Event.recv`.
+    /// Takes effect with the next `setInterest`.
+    recv: bool = false,
+    /// What the kernel was last told of `recv`.
+    recv_applied: bool = false,
 };
 
 /// Adapter hooks around the blocking wait (the CPython adapter releases and
@@ -124,6 +132,25 @@ pub const Reactor = struct {
         return backend.activeName(&r.backend);
     }
 
+    /// Whether watchers asking for `recv` get native receives (io_uring
+    /// with a provided-buffer ring); once buffers are provided.
+    pub fn nativeRecv(r: *const Reactor) bool {
+        return backend.nativeRecv(&r.backend);
+    }
+
+    /// Provides receive buffer `id` (below `recv_buffers_max`): new, or
+    /// handed back by the owner of a `recv` event that carried it. The
+    /// memory must stay valid until the id comes back in an event, or
+    /// until `deinit` returns.
+    pub fn provideRecvBuffer(r: *Reactor, id: u16, buf: []u8) void {
+        if (backend.is_linux) r.backend.provideRecvBuffer(id, buf);
+    }
+
+    /// Gives back, unread, the buffer a `recv` event carried.
+    pub fn recycleRecvBuffer(r: *Reactor, id: u16) void {
+        if (backend.is_linux) r.backend.recycleRecvBuffer(id);
+    }
+
     pub fn now_s(r: *const Reactor) f64 {
         _ = r;
         return sys.monotonic_s();
@@ -189,9 +216,15 @@ pub const Reactor = struct {
     }
 
     /// Drops `w` from the table and from the kernel's interest list.
+    /// Whatever the kernel still holds for the fd is dropped unreported
+    /// (a paused native receive's data included): the fd may close next.
     pub fn detach(r: *Reactor, w: *IoWatcher) void {
         std.debug.assert(r.watcherFor(w.fd) == w);
-        r.setInterest(w, .{}) catch {};
+        const how: backend.api.Arm = .{ .registered = w.registered, .forget = true };
+        r.backend.setInterest(w.fd, w.interest, .{}, how) catch {};
+        if (!w.interest.none()) w.registered = false;
+        w.interest = .{};
+        w.recv_applied = false;
         r.watchers.items[@intCast(w.fd)] = null;
     }
 
@@ -214,12 +247,13 @@ pub const Reactor = struct {
 
     fn arm(r: *Reactor, w: *IoWatcher, interest: Interest, oneshot: bool) sys.Error!void {
         const same = @as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest));
-        if (same and (interest.none() or w.oneshot == oneshot)) return;
-        const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered };
+        if (same and (interest.none() or (w.oneshot == oneshot and w.recv_applied == w.recv))) return;
+        const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered, .recv = w.recv };
         try r.backend.setInterest(w.fd, w.interest, interest, how);
         if (!interest.none()) {
             w.registered = true;
             w.oneshot = oneshot;
+            w.recv_applied = w.recv;
         } else if (!w.interest.none()) {
             w.registered = false; // removed from the kernel
         }
@@ -282,7 +316,11 @@ pub const Reactor = struct {
                 r.drainWake();
                 continue;
             }
-            const w = r.watcherFor(ev.fd) orelse continue;
+            const w = r.watcherFor(ev.fd) orelse {
+                // Removed by an earlier event's handler: nobody reads it.
+                if (ev.recv) |rv| if (rv.res > 0) r.recycleRecvBuffer(rv.buffer);
+                continue;
+            };
             if (w.oneshot) w.interest = .{}; // the kernel disarmed it
             try w.on_ready(w, ev);
         }

@@ -12,6 +12,8 @@ pub const Flush = reactor.Flush;
 pub const IoWatcher = reactor.IoWatcher;
 pub const TimerEntry = reactor.TimerEntry;
 pub const Interest = reactor.Interest;
+pub const Recv = reactor.Recv;
+pub const recv_buffers_max = reactor.recv_buffers_max;
 pub const RunError = reactor.RunError;
 
 test {

@@ -15,6 +15,8 @@ const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
 const transport = @import("watchers.zig");
 
+const recvpool = @import("recvpool.zig");
+
 const gpa = std.heap.c_allocator;
 
 pub const Loop = struct {
@@ -37,6 +39,10 @@ pub const Loop = struct {
     /// The buffer small reads are lent in (transport.zig's `readLent`): a
     /// `bytes` of `read_lent_bytes`, or null while lent.
     read_lent: ?*Obj,
+    /// The buffers native receives land in (io_uring; see recvpool.zig):
+    /// empty until a transport first reads that way, freed after the
+    /// reactor.
+    recv_pool: recvpool.Pool,
 };
 
 comptime {
@@ -749,6 +755,7 @@ fn drain(loop: *Loop, close_reactor: bool) void {
     if (close_reactor) {
         loop.reactor.deinit();
         loop.has_reactor = false;
+        loop.recv_pool.deinit();
     }
 }
 
@@ -825,6 +832,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.task_factory = null;
     loop.read_spare = null;
     loop.read_lent = null;
+    loop.recv_pool = .{};
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
         // Raise first, then free: marked closed, the half-made loop's

@@ -32,6 +32,18 @@ pub inline fn clear(slot: *?*Obj) void {
     xdecref(old);
 }
 
+/// Sets a `bytes` object's length within its allocation (never beyond the
+/// size it was made with), as `_PyBytes_Resize` does in place: the NUL
+/// terminator follows the data, and the cached hash is forgotten. For the
+/// read buffers the loop lends out and takes back.
+pub fn setBytesSize(b: *Obj, len: usize) void {
+    const bo: *c.PyBytesObject = @ptrCast(@alignCast(b));
+    bo.ob_base.ob_size = @intCast(len);
+    bo.ob_shash = -1;
+    const buf: [*]u8 = @ptrCast(&bo.ob_sval);
+    buf[len] = 0;
+}
+
 pub inline fn none() *Obj {
     return &c._Py_NoneStruct;
 }

@@ -32,6 +32,7 @@ const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
 const transport_methods = @import("transport_methods.zig");
+const recvpool = @import("recvpool.zig");
 const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
@@ -95,10 +96,35 @@ pub const Inner = struct {
     /// and once the buffer is flushed each writable event calls this
     /// callable (which runs os.sendfile) instead.
     sendfile_writer: ?*Obj = null,
+    /// Native receives not yet delivered, oldest first from `rx_head` (see
+    /// `onRecv`).
+    rx: std.ArrayList(Rx) = .empty,
+    rx_head: usize = 0,
 
     fn pending(in: *const Inner) usize {
         return in.wq.size;
     }
+
+    /// data_received may be called (as asyncio's reader is registered).
+    fn reading(in: *const Inner) bool {
+        return in.started and !in.paused and !in.closing and !in.read_eof;
+    }
+
+    fn rxPending(in: *const Inner) bool {
+        return in.rx_head < in.rx.items.len;
+    }
+};
+
+/// One native receive (io_uring) between the wait that reported it and
+/// its delivery: data (`res` bytes in `data`), end of file (0) or an error
+/// (a negated errno).
+const Rx = struct {
+    res: i32,
+    /// The loop's buffer the kernel received into, sized to `res`; ours.
+    data: ?*Obj = null,
+    /// The buffer id `data` still answers to in the loop's pool, or null
+    /// once the pool has a new object for it (see `parkRx`).
+    id: ?u16 = null,
 };
 
 /// A write's unsent rest of at least this many bytes, from an object whose
@@ -399,9 +425,15 @@ pub fn updateInterest(t: *Transport) void {
     const l = loopOf(t);
     if (!l.has_reactor) return;
     const want: core.Interest = .{
-        .read = in.started and !in.paused and !in.closing and !in.read_eof,
+        .read = in.reading(),
         .write = in.pending() > 0 or (in.sendfile_writer != null and !in.closing),
     };
+    // Small reads into the loop's buffers come as native receives where
+    // the backend has them (see `onRecv`); large ones, and a buffered
+    // protocol's, are read the usual way.
+    in.w.recv = !in.buffered and !in.big_reads and l.recv_pool.ready(&l.reactor);
+    if (in.closing) releaseRx(in, l);
+    if (want.read and in.rxPending()) queueRx(in, l);
     // epoll_ctl fails only on an fd closed under the transport; the next
     // send/recv reports that as the error asyncio would.
     l.reactor.setInterest(&in.w, want) catch {};
@@ -465,7 +497,10 @@ pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!v
 
 fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
     const in = t.inner.?;
-    if (ev.readable and in.w.interest.read) try readReady(t);
+    // What native receives took comes first: a readable event of the same
+    // pass is a poll's, armed only after the receive's last completion.
+    if (in.rxPending()) try deliverRx(t);
+    if (ev.readable and in.w.interest.read and !in.rxPending()) try readReady(t);
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
 }
 
@@ -475,6 +510,145 @@ pub fn captureContext(in: *Inner) bool {
     py.xdecref(in.context);
     in.context = ctx;
     return true;
+}
+
+// ------------------------------------------------------ native receives
+
+/// The reactor's `recv` event (io_uring; see `Inner.w.recv`): the kernel
+/// received into one of the loop's buffers (recvpool.zig). Queued in order
+/// with the transport, as `shared.onReady` queues readiness, and delivered
+/// by `deliverRx`.
+pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
+    const l = loopOf(in.owner);
+    if (rv.res == -@as(i32, @intFromEnum(linux.E.NOBUFS))) {
+        // Nothing received; the backend receives again on its next wait.
+        l.recv_pool.grow(&l.reactor);
+        return;
+    }
+    var item: Rx = .{ .res = rv.res };
+    if (rv.res > 0) {
+        const data = l.recv_pool.take(rv.buffer);
+        sizeBytes(data, @intCast(rv.res));
+        item.data = data;
+        item.id = rv.buffer;
+    }
+    in.rx.append(gpa, item) catch {
+        if (item.data) |d| l.recv_pool.give(&l.reactor, rv.buffer, d);
+        return error.Aborted;
+    };
+    queueRx(in, l);
+}
+
+/// Queues the transport to deliver its receives this pass (or the next,
+/// when called from a callback), unless it is queued already.
+fn queueRx(in: *Inner, l: *loop_mod.Loop) void {
+    if (in.io.queued) return;
+    l.reactor.callSoon(&in.io.node) catch return;
+    in.io.queued = true;
+    py.incref(py.obj(in.owner)); // the queue's reference
+}
+
+/// Delivers the receives in order while the protocol is reading. Those
+/// left (the protocol paused) keep their data for resume_reading, their
+/// buffer ids back in the ring with new objects; a closing transport's
+/// are dropped, as asyncio's close() leaves unread data in the socket.
+fn deliverRx(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    while (in.rxPending() and in.reading()) {
+        const item = in.rx.items[in.rx_head];
+        in.rx_head += 1;
+        if (item.res > 0) {
+            try deliverReceived(t, item);
+        } else if (item.res == 0) {
+            try readEof(t);
+        } else {
+            try fatalErrno(t, @intCast(-item.res), names.msg_read);
+        }
+    }
+    const l = loopOf(t);
+    if (!in.rxPending()) {
+        in.rx.clearRetainingCapacity();
+        in.rx_head = 0;
+    } else if (in.closing or in.read_eof) {
+        releaseRx(in, l);
+    } else if (l.has_reactor) {
+        for (in.rx.items[in.rx_head..]) |*item| if (item.id) |id| {
+            l.recv_pool.refill(&l.reactor, id);
+            item.id = null;
+        };
+    }
+}
+
+/// One native receive to the protocol, as `readLent` delivers a small
+/// read: the loop's buffer itself, taken back if the protocol kept no
+/// reference; a protocol that keeps data gets copies of the exact size.
+fn deliverReceived(t: *Transport, item: Rx) core.RunError!void {
+    const in = t.inner.?;
+    const l = loopOf(t);
+    const data = item.data.?;
+    const n: usize = @intCast(item.res);
+    // A full buffer means more may be queued: large reads go the usual
+    // way (one data_received per read of up to 256 KiB).
+    if (n == recvpool.buffer_bytes and !in.big_reads) {
+        in.big_reads = true;
+        updateInterest(t);
+    }
+    if (in.buffered) {
+        defer returnRx(l, item.id, data);
+        return feedBuffered(t, bytesOf(data));
+    }
+    const id = item.id orelse return deliver(t, data);
+    if (in.keeps_data) {
+        const copy = c.PyBytes_FromStringAndSize(c.PyBytes_AsString(data), @intCast(n));
+        returnRx(l, id, data);
+        return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
+    }
+    py.incref(data); // keeps it alive through the call, to see if it came back
+    const delivered = deliver(t, data);
+    const flushed = uncork(t);
+    if (c.Py_REFCNT(data) > 1) in.keeps_data = true;
+    returnRx(l, id, data);
+    try delivered;
+    if (!flushed) try pendingToRun(t);
+}
+
+/// Lets go of a receive's `data` (consumed): back to the pool under its
+/// buffer id while it has one and the loop still has its reactor.
+fn returnRx(l: *loop_mod.Loop, id: ?u16, data: *Obj) void {
+    if (id != null and l.has_reactor) l.recv_pool.give(&l.reactor, id.?, data) else py.decref(data);
+}
+
+fn bytesOf(b: *Obj) []const u8 {
+    const p: [*]const u8 = @ptrCast(c.PyBytes_AsString(b));
+    return p[0..@intCast(c.PyBytes_Size(b))];
+}
+
+/// Received bytes to a BufferedProtocol (one that replaced the protocol
+/// while receives were in flight: start_tls's): copied into its buffers,
+/// get_buffer() and buffer_updated() as many times as it takes.
+fn feedBuffered(t: *Transport, bytes: []const u8) core.RunError!void {
+    var rest = bytes;
+    while (rest.len > 0) {
+        const in = t.inner.?;
+        if (in.closing) return;
+        var view: c.Py_buffer = undefined;
+        if (!try getBuffer(t, &view)) return;
+        const n = @min(rest.len, @as(usize, @intCast(view.len)));
+        const dst: [*]u8 = @ptrCast(view.buf);
+        @memcpy(dst[0..n], rest[0..n]);
+        c.PyBuffer_Release(&view);
+        rest = rest[n..];
+        try bufferUpdated(t, n);
+    }
+}
+
+/// Drops the receives not delivered, their buffers back to the pool.
+fn releaseRx(in: *Inner, l: *loop_mod.Loop) void {
+    for (in.rx.items[in.rx_head..]) |item| {
+        returnRx(l, item.id, item.data orelse continue);
+    }
+    in.rx.clearRetainingCapacity();
+    in.rx_head = 0;
 }
 
 /// A connection whose reads are small, and whose protocol has kept nothing
@@ -668,11 +842,7 @@ fn giveBack(l: *loop_mod.Loop, slot: *?*Obj, buf: *Obj, size: usize) void {
 /// terminator follows the data, and the cached hash is forgotten.
 fn sizeBytes(b: *Obj, len: usize) void {
     std.debug.assert(len <= read_spare_bytes);
-    const bo: *c.PyBytesObject = @ptrCast(@alignCast(b));
-    bo.ob_base.ob_size = @intCast(len);
-    bo.ob_shash = -1;
-    const buf: [*]u8 = @ptrCast(&bo.ob_sval);
-    buf[len] = 0;
+    py.setBytesSize(b, len);
 }
 
 /// `protocol.data_received(data)`, consuming `data`.
@@ -682,11 +852,19 @@ fn deliver(t: *Transport, data: *Obj) core.RunError!void {
     if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
 
-fn readBuffered(t: *Transport) core.RunError!void {
-    const hint = c.PyLong_FromLong(-1) orelse return pendingToRun(t);
+/// `protocol.get_buffer(-1)` as a writable, non-empty view (released by
+/// the caller); false once the failure went to `_fatal_error`.
+fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
+    const hint = c.PyLong_FromLong(-1) orelse {
+        try pendingToRun(t);
+        return false;
+    };
     const buf_obj = py.callMethod(t.protocol.?, names.get_buffer, .{hint});
     py.decref(hint);
-    const bo = buf_obj orelse return fatalFromPending(t, names.msg_get_buffer);
+    const bo = buf_obj orelse {
+        try fatalFromPending(t, names.msg_get_buffer);
+        return false;
+    };
     defer py.decref(bo);
     // As asyncio's `_read_ready__get_buffer`: `len(buf)` belongs to the
     // get_buffer() step; a buffer recv_into() cannot write to (bytes, say)
@@ -694,19 +872,35 @@ fn readBuffered(t: *Transport) core.RunError!void {
     const len = c.PyObject_Length(bo);
     if (len <= 0) {
         if (len == 0) c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        return fatalFromPending(t, names.msg_get_buffer);
+        try fatalFromPending(t, names.msg_get_buffer);
+        return false;
     }
-    var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(bo, &view, c.PyBUF_WRITABLE) < 0) {
+    if (c.PyObject_GetBuffer(bo, view, c.PyBUF_WRITABLE) < 0) {
         c.PyErr_Clear();
         _ = c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %.50s", c.Py_TYPE(bo).*.tp_name);
-        return fatalFromPending(t, names.msg_read);
+        try fatalFromPending(t, names.msg_read);
+        return false;
     }
     if (view.len == 0) {
-        c.PyBuffer_Release(&view);
+        c.PyBuffer_Release(view);
         c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        return fatalFromPending(t, names.msg_get_buffer);
+        try fatalFromPending(t, names.msg_get_buffer);
+        return false;
     }
+    return true;
+}
+
+/// `protocol.buffer_updated(n)`.
+fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
+    const arg = c.PyLong_FromSize_t(n) orelse return pendingToRun(t);
+    defer py.decref(arg);
+    const r = py.callMethod(t.protocol.?, names.buffer_updated, .{arg});
+    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
+}
+
+fn readBuffered(t: *Transport) core.RunError!void {
+    var view: c.Py_buffer = undefined;
+    if (!try getBuffer(t, &view)) return;
     const rc = linux.recvfrom(t.inner.?.w.fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
     c.PyBuffer_Release(&view);
     switch (errnoOf(rc)) {
@@ -715,10 +909,7 @@ fn readBuffered(t: *Transport) core.RunError!void {
         else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
     }
     if (rc == 0) return readEof(t);
-    const n = c.PyLong_FromSize_t(rc) orelse return pendingToRun(t);
-    defer py.decref(n);
-    const r = py.callMethod(t.protocol.?, names.buffer_updated, .{n});
-    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
+    return bufferUpdated(t, rc);
 }
 
 /// The peer closed its side: stop reading; `eof_received()` returning a
@@ -831,6 +1022,7 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = t.inner orelse return py.newref(py.none());
     in.wq.releaseAll();
     in.cork.release();
+    releaseRx(in, loopOf(t));
     if (in.attached) {
         in.attached = false;
         const l = loopOf(t);
@@ -868,6 +1060,7 @@ fn setProtocolNative(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*O
     if (t.inner) |in| in.buffered = buffered != 0;
     py.clear(&t.protocol);
     t.protocol = py.newref(args[0].?);
+    updateInterest(t); // a buffered protocol reads the usual way
     return py.newref(py.none());
 }
 
@@ -1474,6 +1667,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);
         in.cork.release();
+        if (t.loop) |lo| releaseRx(in, py.cast(loop_mod.Loop, lo));
+        in.rx.deinit(gpa);
         gpa.destroy(in);
         t.inner = null;
     }

@@ -33,6 +33,9 @@ pub fn Methods(comptime M: type) type {
         /// runs before data_received, as on asyncio and uvloop.
         pub fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
             const in: *M.Inner = @fieldParentPtr("w", w);
+            if (@hasDecl(M, "onRecv")) {
+                if (ev.recv) |rv| return M.onRecv(in, rv);
+            }
             in.io.readable = in.io.readable or ev.readable;
             in.io.writable = in.io.writable or ev.writable;
             if (in.io.queued) return;

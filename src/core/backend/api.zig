@@ -3,7 +3,8 @@
 //! A readiness backend (epoll, kqueue) maps interest straight to the kernel.
 //! A completion backend (io_uring) carries the same contract by arming a
 //! poll request per interest and turning completions into `Event`s; its
-//! native send/recv completions extend the contract, they do not replace it.
+//! native receives (`Arm.recv`, `Event.recv`) extend the contract, they do
+//! not replace it.
 const std = @import("std");
 
 /// Which directions the reactor wants to hear about for one fd.
@@ -27,6 +28,28 @@ pub const Arm = struct {
     /// earlier one-shot registration, so arming it again is a modification
     /// rather than an addition (epoll: CTL_MOD first, no statx on io_uring).
     registered: bool = false,
+    /// Serve read interest with native receives where the backend has them
+    /// (io_uring, once the caller has provided buffers: `Event.recv`);
+    /// ignored by a readiness backend, which reports readability as usual.
+    recv: bool = false,
+    /// Dropping all interest because the fd is leaving (about to be
+    /// closed, its number reused): whatever is in flight for it is dropped
+    /// unreported. Without it, dropping interest only pauses a native
+    /// receive, which still reports what it took before the pause.
+    forget: bool = false,
+};
+
+/// One native receive: what a readiness backend leaves to the caller's
+/// own `recv`, done by the kernel into a buffer the caller provided.
+pub const Recv = struct {
+    /// Bytes received into buffer `buffer` (> 0), end of file (0), or a
+    /// negated errno. `-ENOBUFS`: no buffer was free; nothing was received
+    /// and the backend receives again on its next wait (provide more).
+    res: i32,
+    /// The id the buffer was provided under; meaningful when `res` > 0,
+    /// and the caller's again from here on: it provides that id anew once
+    /// done with it.
+    buffer: u16 = 0,
 };
 
 /// One readiness report.
@@ -34,6 +57,8 @@ pub const Event = struct {
     fd: i32,
     readable: bool,
     writable: bool,
+    /// A native receive's result (`Arm.recv`): `readable` is set too.
+    recv: ?Recv = null,
 };
 
 /// Compile-time proof that `B` offers the whole backend API.

@@ -26,9 +26,25 @@
 //! remove reached the kernel, or for a file whose fd number was reused) is
 //! recognised as stale and dropped.
 //!
-//! Native send/recv completions will extend this contract (kind `op`),
-//! their callbacks queued for the reactor's dispatch, never run from inside
-//! `poll`; readiness stays as it is.
+//! Native receives (`api.Arm.recv`). An fd registered with `recv` has its
+//! read interest served by one multishot IORING_OP_RECV instead of a poll:
+//! the kernel receives into a buffer it picks from a ring of buffers the
+//! caller provided (`provideRecvBuffer`) and posts a completion per
+//! arrival, which becomes an `Event` with `recv` set. A connection that
+//! receives then costs no `recv` syscall and no re-arm: the only syscall
+//! per pass is the wait. Its write interest stays a poll. Dropping read
+//! interest (pause_reading) cancels the receive but keeps its generation:
+//! what it received before the cancellation took effect is still reported,
+//! in order, and read interest passes to a poll (or a new receive) only
+//! once its last completion is in (`RecvState.cancelling`), so two readers
+//! never race for the same bytes. Dropping all interest (the fd is about to
+//! close) cancels it at once and makes its completions stale; a stale
+//! completion's buffer goes straight back to the ring.
+//!
+//! Multishot receives need Linux 6.0 and provided-buffer rings 5.19: on an
+//! older kernel the ring registration fails (no native receives at all) or
+//! the first receive completes with EINVAL (the backend falls back to polls
+//! for reads and reports readability as before).
 const std = @import("std");
 const linux = std.os.linux;
 const IoUring = linux.IoUring;
@@ -48,9 +64,8 @@ const Kind = enum(u8) {
     /// The answer to a POLL_REMOVE; always ignored (a failure only means
     /// the poll had completed already).
     control = 2,
-    /// Reserved for native operations (send/recv): the low 56 bits will
-    /// address a completion record owned by the caller.
-    op = 3,
+    /// A multishot receive of `fd` armed under receive generation `gen`.
+    recv = 3,
     _,
 };
 
@@ -74,6 +89,47 @@ const Slot = struct {
     /// Registered one-shot (`api.Arm.oneshot`): its completion drops the
     /// interest instead of re-arming the poll.
     oneshot: bool = false,
+    /// The mask of the armed poll (while `armed`).
+    poll_mask: u32 = 0,
+    /// Read interest is to be served by a native receive (`api.Arm.recv`).
+    recv: bool = false,
+    recv_state: RecvState = .idle,
+    /// The receive's generation: bumped only when all interest is dropped,
+    /// not by a pause, whose cancelled receive still reports its data.
+    recv_gen: u24 = 0,
+
+    /// Whether reads belong to a receive, asked for or still in flight:
+    /// the poll then leaves POLLIN out.
+    fn recvOwnsRead(slot: *const Slot) bool {
+        return slot.recv or slot.recvBusy();
+    }
+
+    /// A receive is in the kernel (armed, or being cancelled).
+    fn recvBusy(slot: *const Slot) bool {
+        return slot.recv_state == .armed or slot.recv_state == .cancelling;
+    }
+
+    fn recvWanted(slot: *const Slot) bool {
+        return slot.recv and slot.interest.read;
+    }
+
+    fn pollMask(slot: *const Slot) u32 {
+        var i = slot.interest;
+        if (slot.recvOwnsRead()) i.read = false;
+        return mask(i);
+    }
+};
+
+const RecvState = enum {
+    idle,
+    /// A multishot receive is queued or in the kernel.
+    armed,
+    /// Its cancellation is queued or in the kernel; its completions (data
+    /// received before it took effect) still count.
+    cancelling,
+    /// It ended on end of file or an error, which was reported: not
+    /// received again until read interest is dropped and asked for anew.
+    done,
 };
 
 pub const Backend = struct {
@@ -90,9 +146,22 @@ pub const Backend = struct {
     /// requests post nothing.
     skip_success: bool,
     cqes: [max_events]linux.io_uring_cqe = undefined,
+    /// The provided-buffer ring native receives pick from, or null: the
+    /// kernel has none (before 5.19) or multishot receives failed (before
+    /// 6.0); reads are then polled.
+    buf_ring: ?*align(std.heap.page_size_min) linux.io_uring_buf_ring = null,
+    /// Each provided buffer by id, to hand back the buffer of a stale
+    /// completion without asking its owner.
+    buffers: [][]u8 = &.{},
+    /// A receive has brought data: an EINVAL is then that receive's error,
+    /// not the kernel refusing multishot receives.
+    recv_proven: bool = false,
 
     const max_events = 256;
     const ring_entries = 512;
+    /// The most receive buffers a caller may provide (ids 0..this).
+    pub const recv_buffers_max = 1024;
+    const recv_group: u16 = 0;
     const slot_gpa = std.heap.page_allocator;
     /// EXT_ARG (5.11) carries the wait's timeout; NODROP (5.5) keeps
     /// overflowed CQEs.
@@ -128,16 +197,66 @@ pub const Backend = struct {
         };
         errdefer ring.deinit();
         if (ring.features & required_features != required_features) return error.Unsupported;
-        return .{
+        var b: Backend = .{
             .ring = ring,
             .skip_success = ring.features & linux.IORING_FEAT_CQE_SKIP != 0,
         };
+        b.setupRecv();
+        return b;
     }
 
-    /// Closes the ring; the kernel cancels every poll still armed.
+    /// Registers the provided-buffer ring (16 KiB of entries, no buffers
+    /// yet); without it the backend simply polls reads.
+    fn setupRecv(b: *Backend) void {
+        const buffers = slot_gpa.alloc([]u8, recv_buffers_max) catch return;
+        const br = IoUring.setup_buf_ring(b.ring.fd, recv_buffers_max, recv_group, .{ .inc = false }) catch {
+            slot_gpa.free(buffers);
+            return;
+        };
+        IoUring.buf_ring_init(br);
+        @memset(buffers, &.{});
+        b.buf_ring = br;
+        b.buffers = buffers;
+    }
+
+    fn teardownRecv(b: *Backend) void {
+        const br = b.buf_ring orelse return;
+        // Unregistered first: no receive picks a buffer after this returns,
+        // so the caller may free them once `deinit` is over.
+        IoUring.free_buf_ring(b.ring.fd, br, recv_buffers_max, recv_group);
+        slot_gpa.free(b.buffers);
+        b.buf_ring = null;
+        b.buffers = &.{};
+    }
+
+    /// Closes the ring; the kernel cancels every poll and receive still
+    /// armed. Provided buffers are free to go once this returns.
     pub fn deinit(b: *Backend) void {
+        b.teardownRecv();
         b.ring.deinit();
         b.slots.deinit(slot_gpa);
+    }
+
+    /// Whether `api.Arm.recv` is served here (otherwise reads are polled).
+    pub fn nativeRecv(b: *const Backend) bool {
+        return b.buf_ring != null;
+    }
+
+    /// Puts buffer `id` (< `recv_buffers_max`) in the ring native receives
+    /// pick from: a new one, or one a `recv` event handed out, once its
+    /// owner is done with it. The memory must stay valid until the id is
+    /// handed out again, or until `deinit`.
+    pub fn provideRecvBuffer(b: *Backend, id: u16, buf: []u8) void {
+        const br = b.buf_ring orelse return;
+        b.buffers[id] = buf;
+        IoUring.buf_ring_add(br, buf, id, IoUring.buf_ring_mask(recv_buffers_max), 0);
+        IoUring.buf_ring_advance(br, 1);
+    }
+
+    /// Hands back the buffer of a `recv` event nobody will read (its
+    /// watcher is gone): the same memory, under the same id.
+    pub fn recycleRecvBuffer(b: *Backend, id: u16) void {
+        b.provideRecvBuffer(id, b.buffers[id]);
     }
 
     /// Moves `fd` from interest `old` to interest `new`. A new registration
@@ -149,33 +268,79 @@ pub const Backend = struct {
         new: api.Interest,
         how: api.Arm,
     ) sys.Error!void {
-        if (old.none() and new.none()) return;
         std.debug.assert(fd >= 0);
         if (new.none()) {
             const slot = b.slotOf(fd) orelse return;
-            return b.disarm(fd, slot);
+            if (how.forget or !slot.recvBusy()) return b.disarm(fd, slot);
+            // A paused receive: cancelled, still reporting what it took.
+            slot.interest = .{};
+            try b.syncRecv(fd, slot);
+            return b.syncPoll(fd, slot);
         }
         // A re-arm after a one-shot completion was checked when first
         // registered; a closed fd then completes with EBADF, as epoll's
         // CTL_MOD of a closed fd fails.
         if (old.none() and !how.registered) try pollable(fd);
         const slot = try b.slotFor(fd);
-        const before = slot.interest;
         slot.interest = new;
         slot.oneshot = how.oneshot;
-        if (!slot.armed) return b.arm(fd, slot);
-        if (mask(before) == mask(new)) return;
-        // Replace the armed poll: remove it and arm a new generation, in
-        // the same batch. Not POLL_UPDATE: on 6.18 an update to a mask that
-        // is ready at once posts no completion at all, and a writer added
-        // to a writable socket's reader would never be called.
+        slot.recv = how.recv and b.nativeRecv();
+        std.debug.assert(!(slot.recv and slot.oneshot));
+        try b.syncRecv(fd, slot);
+        return b.syncPoll(fd, slot);
+    }
+
+    /// Arms or replaces the poll to match the slot's interest. Replacing
+    /// removes the armed poll and arms a new generation, in the same batch.
+    /// Not POLL_UPDATE: on 6.18 an update to a mask that is ready at once
+    /// posts no completion at all, and a writer added to a writable
+    /// socket's reader would never be called.
+    fn syncPoll(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
+        const want = slot.pollMask();
+        if (slot.armed) {
+            if (slot.poll_mask == want) return;
+            const sqe = try b.getSqe();
+            const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.gen, .kind = .poll };
+            sqe.prep_poll_remove(ud.of());
+            b.control(sqe, fd, slot.gen);
+            slot.gen +%= 1;
+            slot.armed = false;
+        }
+        if (want != 0) try b.arm(fd, slot, want);
+    }
+
+    /// Arms or cancels the native receive to match the slot. A receive
+    /// being cancelled is left to finish: its last completion calls this
+    /// again.
+    fn syncRecv(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
+        const want = slot.recvWanted();
+        switch (slot.recv_state) {
+            .idle => if (want) {
+                const sqe = try b.getSqe();
+                const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.recv_gen, .kind = .recv };
+                sqe.prep_rw(.RECV, fd, 0, 0, 0);
+                sqe.flags |= linux.IOSQE_BUFFER_SELECT;
+                sqe.buf_index = recv_group;
+                sqe.ioprio |= linux.IORING_RECV_MULTISHOT;
+                sqe.user_data = ud.of();
+                slot.recv_state = .armed;
+            },
+            .armed => if (!want) {
+                try b.cancelRecv(fd, slot.recv_gen);
+                slot.recv_state = .cancelling;
+            },
+            .cancelling => {},
+            .done => if (!want) {
+                slot.recv_state = .idle;
+            },
+        }
+    }
+
+    fn cancelRecv(b: *Backend, fd: sys.fd_t, gen: u24) sys.Error!void {
         const sqe = try b.getSqe();
-        const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.gen, .kind = .poll };
-        sqe.prep_poll_remove(ud.of());
-        b.control(sqe, fd, slot.gen);
-        slot.gen +%= 1;
-        slot.armed = false;
-        return b.arm(fd, slot);
+        const ud: UserData = .{ .fd = @intCast(fd), .gen = gen, .kind = .recv };
+        sqe.prep_cancel(ud.of(), 0);
+        b.control(sqe, fd, gen);
     }
 
     /// Waits up to `timeout_ms` (-1: forever) and returns the ready events.
@@ -253,8 +418,8 @@ pub const Backend = struct {
         switch (ud.kind) {
             .poll => {},
             .control => return null,
-            // No native operations are submitted yet.
-            .op, _ => unreachable,
+            .recv => return b.received(ud, cqe),
+            _ => unreachable,
         }
         const fd: sys.fd_t = @intCast(ud.fd);
         const slot = b.slotOf(fd) orelse return null;
@@ -276,43 +441,93 @@ pub const Backend = struct {
     fn ready(b: *Backend, fd: sys.fd_t, slot: *Slot, revents: u32) sys.Error!?api.Event {
         std.debug.assert(!slot.armed);
         if (slot.interest.none()) return null;
-        // An error or hang-up wakes both directions, as epoll reports them.
+        // An error or hang-up wakes both directions, as epoll reports them,
+        // except reads a receive serves: it reports the error itself.
         const failed = revents & (linux.POLL.ERR | linux.POLL.HUP) != 0;
+        const polled_read = !slot.recvOwnsRead();
         // The mask may have narrowed since the poll was armed.
-        const readable = failed or (slot.interest.read and revents & linux.POLL.IN != 0);
+        const readable = polled_read and (failed or (slot.interest.read and revents & linux.POLL.IN != 0));
         const writable = failed or (slot.interest.write and revents & linux.POLL.OUT != 0);
         const fired = readable or writable;
         if (slot.oneshot and fired) {
             slot.interest = .{};
         } else {
-            try b.arm(fd, slot);
+            try b.syncPoll(fd, slot);
         }
         if (!fired) return null;
         return .{ .fd = fd, .readable = readable, .writable = writable };
     }
 
-    fn arm(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
-        std.debug.assert(!slot.armed and !slot.interest.none());
+    fn arm(b: *Backend, fd: sys.fd_t, slot: *Slot, poll_mask: u32) sys.Error!void {
+        std.debug.assert(!slot.armed and poll_mask != 0);
         const sqe = try b.getSqe();
         const ud: UserData = .{ .fd = @intCast(fd), .gen = slot.gen, .kind = .poll };
-        sqe.prep_poll_add(fd, mask(slot.interest));
+        sqe.prep_poll_add(fd, poll_mask);
         sqe.user_data = ud.of();
         slot.armed = true;
+        slot.poll_mask = poll_mask;
     }
 
-    /// Drops all interest in `fd`, submitting the removal at once.
+    /// Turns a receive's completion into an event, or null (stale,
+    /// cancelled); its last completion re-arms or hands reads on.
+    fn received(b: *Backend, ud: UserData, cqe: linux.io_uring_cqe) sys.Error!?api.Event {
+        const fd: sys.fd_t = @intCast(ud.fd);
+        const has_buffer = cqe.flags & linux.IORING_CQE_F_BUFFER != 0;
+        const id: u16 = @intCast(cqe.flags >> linux.IORING_CQE_BUFFER_SHIFT);
+        const slot = b.slotOf(fd) orelse unreachable; // armed through slotFor
+        if (slot.recv_gen != ud.gen) {
+            if (has_buffer) b.recycleRecvBuffer(id);
+            return null;
+        }
+        std.debug.assert(slot.recv_state == .armed or slot.recv_state == .cancelling);
+        var ev: ?api.Event = .{ .fd = fd, .readable = true, .writable = false, .recv = .{ .res = cqe.res, .buffer = id } };
+        var finished = false;
+        if (cqe.res > 0) {
+            std.debug.assert(has_buffer);
+        } else if (cqe.res == 0) {
+            finished = true; // end of file
+        } else switch (@as(linux.E, @enumFromInt(-cqe.res))) {
+            .CANCELED => ev = null,
+            .NOBUFS => {},
+            .INVAL => if (!b.recv_proven) {
+                // Multishot receives are 6.0+: poll reads from now on.
+                b.teardownRecv();
+                ev = null;
+            } else {
+                finished = true;
+            },
+            else => finished = true,
+        }
+        if (cqe.res > 0) b.recv_proven = true;
+        if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
+            slot.recv_state = if (finished and slot.recvWanted()) .done else .idle;
+            if (!b.nativeRecv()) slot.recv = false;
+            try b.syncRecv(fd, slot);
+            try b.syncPoll(fd, slot);
+        }
+        return ev;
+    }
+
+    /// Drops all interest in `fd`, submitting the removals at once.
     fn disarm(b: *Backend, fd: sys.fd_t, slot: *Slot) sys.Error!void {
         const was_armed = slot.armed;
         const gen = slot.gen;
-        // Whatever the old poll still posts is stale from here on.
-        slot.* = .{ .gen = gen +% 1 };
-        if (!was_armed) return;
-        const sqe = try b.getSqe();
-        const ud: UserData = .{ .fd = @intCast(fd), .gen = gen, .kind = .poll };
-        sqe.prep_poll_remove(ud.of());
-        b.control(sqe, fd, gen);
-        // GETEVENTS runs the cancellation's task work now, which drops the
-        // poll's reference to the file.
+        const receiving = slot.recv_state;
+        const recv_gen = slot.recv_gen;
+        // Whatever the old poll and receive still post is stale from here on.
+        slot.* = .{ .gen = gen +% 1, .recv_gen = recv_gen +% 1 };
+        if (receiving == .armed) try b.cancelRecv(fd, recv_gen);
+        // A receive being cancelled has its cancellation queued already.
+        const receive_held = receiving == .armed or receiving == .cancelling;
+        if (!was_armed and !receive_held) return;
+        if (was_armed) {
+            const sqe = try b.getSqe();
+            const ud: UserData = .{ .fd = @intCast(fd), .gen = gen, .kind = .poll };
+            sqe.prep_poll_remove(ud.of());
+            b.control(sqe, fd, gen);
+        }
+        // GETEVENTS runs the cancellations' task work now, which drops the
+        // requests' references to the file.
         _ = b.ring.enter(b.ring.flush_sq(), 0, linux.IORING_ENTER_GETEVENTS) catch |err|
             return switch (err) {
                 error.SystemResources, error.CompletionQueueOvercommitted => {},
@@ -640,4 +855,149 @@ fn threadSleeps(tid: i32) !bool {
     // "tid (comm) S ...": the state follows the last ')'.
     const close_paren = std.mem.lastIndexOfScalar(u8, stat[0..n], ')') orelse return error.Unexpected;
     return close_paren + 2 < n and stat[close_paren + 2] == 'S';
+}
+
+// ------------------------------------------------------ native receives
+
+/// A backend with `n` receive buffers of `size` bytes taken from `store`.
+fn recvBackend(store: []u8, n: u16, size: usize) !Backend {
+    var b = try testBackend();
+    errdefer b.deinit();
+    if (!b.nativeRecv()) return error.SkipZigTest;
+    for (0..n) |i| b.provideRecvBuffer(@intCast(i), store[i * size ..][0..size]);
+    return b;
+}
+
+const recv_read: api.Arm = .{ .recv = true };
+
+/// Waits for the next event, over as many passes as it takes (a pass may
+/// reap only completions that report nothing, a cancellation's).
+fn nextEvent(b: *Backend) !api.Event {
+    var out: [1]api.Event = undefined;
+    for (0..10) |_| {
+        if (try api.pollRetrying(b, 1000, &out) == 1) return out[0];
+    }
+    return error.TestUnexpectedResult;
+}
+
+/// Waits for the next event, which must be a native receive.
+fn nextRecv(b: *Backend) !api.Recv {
+    const ev = try nextEvent(b);
+    try std.testing.expect(ev.readable);
+    return ev.recv orelse error.TestUnexpectedResult;
+}
+
+test "native receives: data lands in provided buffers, in order, then end of file" {
+    var store: [4 * 8]u8 = undefined;
+    var b = try recvBackend(&store, 4, 8);
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, recv_read);
+    var got: std.ArrayList(u8) = .empty;
+    defer got.deinit(std.testing.allocator);
+    // 20 bytes in 8-byte buffers: one completion per buffer, re-provided
+    // as each is consumed; no recv syscall and no re-arm in between.
+    _ = try sys.write(pair[1], "abcdefghijklmnopqrst");
+    while (got.items.len < 20) {
+        const rv = try nextRecv(&b);
+        try std.testing.expect(rv.res > 0);
+        const part = store[@as(usize, rv.buffer) * 8 ..][0..@intCast(rv.res)];
+        try got.appendSlice(std.testing.allocator, part);
+        b.provideRecvBuffer(rv.buffer, store[@as(usize, rv.buffer) * 8 ..][0..8]);
+    }
+    try std.testing.expectEqualStrings("abcdefghijklmnopqrst", got.items);
+    sys.close(pair[1]);
+    try std.testing.expectEqual(@as(i32, 0), (try nextRecv(&b)).res);
+    // Ended: nothing more until read interest is asked for anew.
+    var out: [1]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+}
+
+test "native receives: a pause still reports what was taken; reads pass to a poll after" {
+    var store: [2 * 16]u8 = undefined;
+    var b = try recvBackend(&store, 2, 16);
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, recv_read);
+    var out: [4]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    // The receive takes the data into a completion the ring holds, unread,
+    // when the reader pauses (a send's syscall runs the same task work).
+    _ = try sys.write(pair[1], "first");
+    _ = try b.ring.enter(0, 0, linux.IORING_ENTER_GETEVENTS);
+    try std.testing.expect(b.ring.cq_ready() > 0);
+    try b.setInterest(pair[0], .{ .read = true }, .{}, recv_read);
+    const rv = try nextRecv(&b);
+    try std.testing.expectEqualStrings("first", store[@as(usize, rv.buffer) * 16 ..][0..@intCast(rv.res)]);
+    // Resumed as a polled reader: reported readable, no receive.
+    _ = try sys.write(pair[1], "second");
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{ .registered = true });
+    const ev = try nextEvent(&b);
+    try std.testing.expect(ev.readable and ev.recv == null);
+    var buf: [16]u8 = undefined;
+    try std.testing.expectEqualStrings("second", buf[0..try sys.read(pair[0], &buf)]);
+}
+
+test "native receives: forgetting an fd drops its data, recycles the buffer, frees the socket" {
+    var store: [1 * 16]u8 = undefined;
+    var b = try recvBackend(&store, 1, 16);
+    defer b.deinit();
+    const old = try socketPair();
+    defer sys.close(old[1]);
+    try b.setInterest(old[0], .{}, .{ .read = true }, recv_read);
+    var out: [4]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    _ = try sys.write(old[1], "stale");
+    _ = try b.ring.enter(0, 0, linux.IORING_ENTER_GETEVENTS);
+    try b.setInterest(old[0], .{ .read = true }, .{}, .{ .forget = true });
+    sys.close(old[0]);
+    // The socket really closed: its peer sees the hang-up now.
+    var pfd = [_]linux.pollfd{.{ .fd = old[1], .events = linux.POLL.IN, .revents = 0 }};
+    try std.testing.expectEqual(@as(usize, 1), linux.poll(&pfd, 1, 1000));
+    try std.testing.expect(pfd[0].revents & linux.POLL.HUP != 0);
+    // The stale completion is dropped, its (only) buffer back in the ring:
+    // a new socket, likely under the same number, receives into it.
+    const new = try socketPair();
+    defer sys.close(new[0]);
+    defer sys.close(new[1]);
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    try b.setInterest(new[0], .{}, .{ .read = true }, recv_read);
+    _ = try sys.write(new[1], "fresh");
+    const rv = try nextRecv(&b);
+    try std.testing.expectEqualStrings("fresh", store[0..@intCast(rv.res)]);
+}
+
+test "native receives: with no buffer free, ENOBUFS; the receive resumes once one is provided" {
+    var store: [16]u8 = undefined;
+    var b = try recvBackend(&store, 0, 16);
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, recv_read);
+    _ = try sys.write(pair[1], "waiting");
+    try std.testing.expectEqual(-@as(i32, @intFromEnum(linux.E.NOBUFS)), (try nextRecv(&b)).res);
+    b.provideRecvBuffer(0, &store);
+    const rv = try nextRecv(&b);
+    try std.testing.expectEqualStrings("waiting", store[0..@intCast(rv.res)]);
+}
+
+test "native receives: write interest stays a poll beside the receive" {
+    var store: [16]u8 = undefined;
+    var b = try recvBackend(&store, 1, 16);
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true, .write = true }, recv_read);
+    var out: [4]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 1000, &out));
+    try std.testing.expect(out[0].writable and !out[0].readable and out[0].recv == null);
+    try b.setInterest(pair[0], .{ .read = true, .write = true }, .{ .read = true }, recv_read);
+    _ = try sys.write(pair[1], "x");
+    const rv = try nextRecv(&b);
+    try std.testing.expectEqual(@as(i32, 1), rv.res);
 }
