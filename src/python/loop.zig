@@ -782,6 +782,12 @@ fn counts(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return c.Py_BuildValue("(nnn)", @as(py.Ssize, @intCast(loop.reactor.readyCount())), @as(py.Ssize, @intCast(loop.reactor.timerCount())), nw);
 }
 
+/// `_recv_buffers()`: how many buffers the native-receive pool has made
+/// (0: no stream transport has received natively), for tests.
+fn recvBuffers(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return c.PyLong_FromLong(py.cast(Loop, self.?).recv_pool.count);
+}
+
 /// glibc's malloc serves blocks over its mmap threshold (128 KiB at start)
 /// with mmap, and trims the heap whenever more than its trim threshold
 /// (128 KiB) lies free at the top. Both thresholds adapt, but only once a
@@ -998,6 +1004,7 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_run_once", runOnceNative, null),
     py.methodNoArgs("_close_native", closeNative, null),
     py.methodNoArgs("_debug_counts", counts, null),
+    py.methodNoArgs("_recv_buffers", recvBuffers, null),
     py.methodFast("_add_reader", addReader, null),
     py.methodFast("_add_writer", addWriter, null),
     py.methodFast("sock_recv", sockcall.sockRecv, "Receive up to n bytes from a non-blocking socket (a coroutine)."),

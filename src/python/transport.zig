@@ -500,7 +500,12 @@ fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
     // What native receives took comes first: a readable event of the same
     // pass is a poll's, armed only after the receive's last completion.
     if (in.rxPending()) try deliverRx(t);
-    if (ev.readable and in.w.interest.read and !in.rxPending()) try readReady(t);
+    if (ev.readable and in.w.interest.read and !in.rxPending()) {
+        try readReady(t);
+        // Reads that went the usual way because they were large go back
+        // to native receives once one is small again.
+        if (!in.w.recv and !in.big_reads and loopOf(t).recv_pool.count > 0) updateInterest(t);
+    }
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
 }
 
