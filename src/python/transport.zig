@@ -22,6 +22,11 @@
 //! reactor (as asyncio's selector holds its bound `_read_ready`), released
 //! by `_detach` from `_call_connection_lost`.
 //!
+//! On io_uring, small reads are native receives (`onRecv`): the kernel
+//! receives into the loop's buffers (recvpool.zig) and the transport hands
+//! them to data_received as it would a read of its own, with no recv
+//! syscall; large reads and a BufferedProtocol's read the usual way.
+//!
 //! Readiness is handled inline from the reactor's I/O dispatch (as libuv
 //! calls its read callbacks from the poll phase), not through the ready
 //! queue: the ready queue carries only `Handle`s.
