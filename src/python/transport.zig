@@ -506,10 +506,11 @@ fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
     // pass is a poll's, armed only after the receive's last completion.
     if (in.rxPending()) try deliverRx(t);
     if (ev.readable and in.w.interest.read and !in.rxPending()) {
+        const was_big = in.big_reads;
         try readReady(t);
         // Reads that went the usual way because they were large go back
         // to native receives once one is small again.
-        if (!in.w.recv and !in.big_reads and loopOf(t).recv_pool.count > 0) updateInterest(t);
+        if (was_big and !in.big_reads) updateInterest(t);
     }
     if (ev.writable and in.attached and in.w.interest.write and in.conn_lost == 0) try writeReady(t);
 }
