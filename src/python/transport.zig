@@ -438,7 +438,10 @@ pub fn updateInterest(t: *Transport) void {
     // protocol's, are read the usual way.
     in.w.recv = !in.buffered and !in.big_reads and l.recv_pool.ready(&l.reactor);
     if (in.closing) releaseRx(in, l);
-    if (want.read and in.rxPending()) queueRx(in, l);
+    // Receives held over a pause go out once reading resumes (as asyncio
+    // re-registers its reader); an allocation failure here leaves them for
+    // the next receive's dispatch.
+    if (want.read and in.rxPending()) shared.queueIo(in) catch {};
     // epoll_ctl fails only on an fd closed under the transport; the next
     // send/recv reports that as the error asyncio would.
     l.reactor.setInterest(&in.w, want) catch {};
@@ -547,16 +550,7 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
         if (item.data) |d| l.recv_pool.give(&l.reactor, rv.buffer, d);
         return error.Aborted;
     };
-    queueRx(in, l);
-}
-
-/// Queues the transport to deliver its receives this pass (or the next,
-/// when called from a callback), unless it is queued already.
-fn queueRx(in: *Inner, l: *loop_mod.Loop) void {
-    if (in.io.queued) return;
-    l.reactor.callSoon(&in.io.node) catch return;
-    in.io.queued = true;
-    py.incref(py.obj(in.owner)); // the queue's reference
+    shared.queueIo(in) catch return error.Aborted;
 }
 
 /// Delivers the receives in order while the protocol is reading. Those

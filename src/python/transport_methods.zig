@@ -38,9 +38,15 @@ pub fn Methods(comptime M: type) type {
             }
             in.io.readable = in.io.readable or ev.readable;
             in.io.writable = in.io.writable or ev.writable;
+            queueIo(in) catch return error.Aborted;
+        }
+
+        /// Queues the transport's dispatch behind the ready callbacks,
+        /// unless it is queued already.
+        pub fn queueIo(in: *M.Inner) error{OutOfMemory}!void {
             if (in.io.queued) return;
             const l = py.cast(loop_mod.Loop, in.owner.loop.?);
-            l.reactor.callSoon(&in.io.node) catch return error.Aborted;
+            try l.reactor.callSoon(&in.io.node);
             in.io.queued = true;
             py.incref(py.obj(in.owner)); // the queue's reference
         }
