@@ -128,7 +128,8 @@ const Rx = struct {
     /// The loop's buffer the kernel received into, sized to `res`; ours.
     data: ?*Obj = null,
     /// The buffer id `data` still answers to in the loop's pool, or null
-    /// once the pool has a new object for it (see `parkRx`).
+    /// once the pool has a new object for it (a paused reader's, see
+    /// `deliverRx`).
     id: ?u16 = null,
 };
 
@@ -547,7 +548,7 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
         item.id = rv.buffer;
     }
     in.rx.append(gpa, item) catch {
-        if (item.data) |d| l.recv_pool.give(&l.reactor, rv.buffer, d);
+        if (item.data) |d| returnRx(l, item.id, d);
         return error.Aborted;
     };
     shared.queueIo(in) catch return error.Aborted;
