@@ -140,6 +140,7 @@ const Names = struct {
     warn_lost: *Obj,
     sendto_py: *Obj,
     addr: *Obj,
+    data: *Obj,
     msg_read: *Obj,
     msg_write: *Obj,
 };
@@ -437,16 +438,10 @@ fn isBytesLike(o: *Obj) bool {
 /// `sendto(data, addr=None)`.
 fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
-    var addr_arg: ?*Obj = if (nargs >= 2) args[1] else null;
-    if (kwnames) |kw| {
-        if (c.PyTuple_Size(kw) != 1 or c.PyUnicode_Compare(c.PyTuple_GetItem(kw, 0), names.addr) != 0 or nargs != 1) {
-            return py.raise(c.PyExc_TypeError, "sendto(data, addr=None)");
-        }
-        addr_arg = args[1];
-    } else if (nargs < 1 or nargs > 2) {
-        return py.raise(c.PyExc_TypeError, "sendto(data, addr=None)");
-    }
-    const d = args[0].?;
+    var bound: [2]?*Obj = undefined;
+    if (!py.bindArgs("sendto", &.{ names.data, names.addr }, 1, args, nargs, kwnames, &bound)) return null;
+    const addr_arg = bound[1];
+    const d = bound[0].?;
     if (!isBytesLike(d)) {
         return c.PyErr_Format(c.PyExc_TypeError, "data argument must be a bytes-like object, not '%.100s'", c.Py_TYPE(d).*.tp_name);
     }
@@ -826,16 +821,16 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
 }
 
 var methods = [_]c.PyMethodDef{
-    py.methodFast("sendto", sendto, "Send one datagram; queue it if the socket is full."),
-    py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "Bytes of queued datagrams."),
-    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "(low, high) water marks."),
-    py.methodNoArgs("pause_reading", shared.pauseReading, "Stop calling datagram_received()."),
-    py.methodNoArgs("resume_reading", shared.resumeReading, "Resume calling datagram_received()."),
-    py.methodNoArgs("is_reading", shared.isReading, "True while receiving."),
-    py.methodNoArgs("is_closing", shared.isClosing, "True once closing or closed."),
-    py.methodNoArgs("close", close, "Flush, then close; connection_lost(None) follows."),
-    py.methodNoArgs("abort", abort, "Close now, dropping queued datagrams."),
-    py.methodNoArgs("get_protocol", getProtocol, "The current protocol."),
+    py.methodFast("sendto", sendto, "sendto($self, data, addr=None)\n--\n\nSend one datagram; queue it if the socket is full."),
+    py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "get_write_buffer_size($self, /)\n--\n\nBytes of queued datagrams."),
+    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "get_write_buffer_limits($self, /)\n--\n\n(low, high) water marks."),
+    py.methodNoArgs("pause_reading", shared.pauseReading, "pause_reading($self, /)\n--\n\nStop calling datagram_received()."),
+    py.methodNoArgs("resume_reading", shared.resumeReading, "resume_reading($self, /)\n--\n\nResume calling datagram_received()."),
+    py.methodNoArgs("is_reading", shared.isReading, "is_reading($self, /)\n--\n\nTrue while receiving."),
+    py.methodNoArgs("is_closing", shared.isClosing, "is_closing($self, /)\n--\n\nTrue once closing or closed."),
+    py.methodNoArgs("close", close, "close($self, /)\n--\n\nFlush, then close; connection_lost(None) follows."),
+    py.methodNoArgs("abort", abort, "abort($self, /)\n--\n\nClose now, dropping queued datagrams."),
+    py.methodNoArgs("get_protocol", getProtocol, "get_protocol($self, /)\n--\n\nThe current protocol."),
     py.methodO("_force_close", forceClose, null),
     py.methodO("_set_protocol", setProtocolNative, null),
     py.methodFast("_setup", setup, null),
@@ -868,6 +863,7 @@ fn initNames() void {
         .warn_lost = py.intern("_warn_write_after_lost"),
         .sendto_py = py.intern("_sendto_py"),
         .addr = py.intern("addr"),
+        .data = py.intern("data"),
         .msg_read = py.intern("Fatal read error on datagram transport"),
         .msg_write = py.intern("Fatal write error on datagram transport"),
     };

@@ -329,15 +329,15 @@ fn timerCompare(a: ?*Obj, b: ?*Obj, op: c_int) callconv(.c) ?*Obj {
 }
 
 var handle_methods = [_]c.PyMethodDef{
-    py.methodNoArgs("cancel", cancel, "Cancel the call; a no-op if it already ran."),
-    py.methodNoArgs("cancelled", cancelledM, "True if cancel() was called."),
-    py.methodNoArgs("get_context", getContext, "The contextvars.Context the call runs in."),
+    py.methodNoArgs("cancel", cancel, "cancel($self, /)\n--\n\nCancel the call; a no-op if it already ran."),
+    py.methodNoArgs("cancelled", cancelledM, "cancelled($self, /)\n--\n\nTrue if cancel() was called."),
+    py.methodNoArgs("get_context", getContext, "get_context($self, /)\n--\n\nThe contextvars.Context the call runs in."),
     py.methodNoArgs("_run", runM, null),
     py.sentinel_method,
 };
 
 var timer_methods = [_]c.PyMethodDef{
-    py.methodNoArgs("when", when, "The scheduled time, on the loop's clock (float seconds)."),
+    py.methodNoArgs("when", when, "when($self, /)\n--\n\nThe scheduled time, on the loop's clock (float seconds)."),
     py.sentinel_method,
 };
 

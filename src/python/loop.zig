@@ -220,16 +220,17 @@ fn scheduleSoon(
     threadsafe: bool,
 ) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var ctx: ?*Obj = null;
-    if (!py.parseContextKw(name, args, nargs, kwnames, state.get().str_context, &ctx)) return null;
-    if (nargs < 1) return py.raise(c.PyExc_TypeError, name ++ "() missing 1 required positional argument: 'callback'");
+    var buf = [_]?*Obj{null};
+    const a = py.bindScheduleArgs(name, args, nargs, kwnames, state.get().str_context, &.{"callback"}, &buf) orelse return null;
+    const ctx = a.context;
+    if (a.nargs < 1) return py.raise(c.PyExc_TypeError, name ++ "() missing 1 required positional argument: 'callback'");
     if (!checkClosed(loop)) return null;
-    const cb = args[0].?;
+    const cb = a.args[0].?;
     if (loop.debug) {
         const m = if (threadsafe) state.get().str_call_soon_threadsafe else state.get().str_call_soon;
         if (!debugCheck(loop, cb, m, !threadsafe)) return null;
     }
-    const rest = args[1..@intCast(nargs)];
+    const rest = a.args[1..a.nargs];
     const h = handle.create(&handle.HandleType, .once, self.?, cb, rest, ctx) orelse return null;
     if (loop.debug and !debugTraceback(loop, h)) {
         py.decref(py.obj(h));
@@ -280,10 +281,10 @@ fn toSeconds(o: *Obj) ?f64 {
 
 fn callLater(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var ctx: ?*Obj = null;
-    if (!py.parseContextKw("call_later", args, nargs, kw, state.get().str_context, &ctx)) return null;
-    if (nargs < 2) return py.raise(c.PyExc_TypeError, "call_later() missing required positional arguments: 'delay' and 'callback'");
-    const delay = args[0].?;
+    var buf = [_]?*Obj{ null, null };
+    const a = py.bindScheduleArgs("call_later", args, nargs, kw, state.get().str_context, &.{ "delay", "callback" }, &buf) orelse return null;
+    if (a.nargs < 2) return missingTwo("call_later", a.nargs, "delay");
+    const delay = a.args[0].?;
     if (delay == py.none()) return py.raise(c.PyExc_TypeError, "delay must not be None");
     const now_s = core.sys.monotonic_s();
     var when_s: f64 = undefined;
@@ -298,18 +299,25 @@ fn callLater(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) cal
         defer py.decref(sum);
         when_s = toSeconds(sum) orelse return null;
     }
-    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_at);
+    return scheduleAt(loop, when_s, a.args[1..a.nargs], a.context, state.get().str_call_at);
+}
+
+/// CPython's words for a Python function called with fewer than its two
+/// leading positional parameters (`first`, then `callback`).
+fn missingTwo(comptime name: [:0]const u8, nargs: usize, comptime first: [:0]const u8) ?*Obj {
+    if (nargs == 1) return py.raise(c.PyExc_TypeError, name ++ "() missing 1 required positional argument: 'callback'");
+    return py.raise(c.PyExc_TypeError, name ++ "() missing 2 required positional arguments: '" ++ first ++ "' and 'callback'");
 }
 
 fn callAt(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var ctx: ?*Obj = null;
-    if (!py.parseContextKw("call_at", args, nargs, kw, state.get().str_context, &ctx)) return null;
-    if (nargs < 2) return py.raise(c.PyExc_TypeError, "call_at() missing required positional arguments: 'when' and 'callback'");
-    const when = args[0].?;
+    var buf = [_]?*Obj{ null, null };
+    const a = py.bindScheduleArgs("call_at", args, nargs, kw, state.get().str_context, &.{ "when", "callback" }, &buf) orelse return null;
+    if (a.nargs < 2) return missingTwo("call_at", a.nargs, "when");
+    const when = a.args[0].?;
     if (when == py.none()) return py.raise(c.PyExc_TypeError, "when cannot be None");
     const when_s = toSeconds(when) orelse return null;
-    return scheduleAt(loop, when_s, args[1..@intCast(nargs)], ctx, state.get().str_call_at);
+    return scheduleAt(loop, when_s, a.args[1..a.nargs], a.context, state.get().str_call_at);
 }
 
 /// TimerHandle.cancel(): take it off the heap now rather than leaving a
@@ -365,11 +373,8 @@ fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Ob
         defer py.decref(slow);
         return c.PyObject_Vectorcall(slow, args, @intCast(nargs), kwnames);
     }
-    if (nargs != 1) {
-        if (nargs < 1) return py.raise(c.PyExc_TypeError, "create_task() missing 1 required positional argument: 'coro'");
-        return py.raise(c.PyExc_TypeError, "create_task() takes 1 positional argument");
-    }
-    const coro = args[0].?;
+    if (nargs > 1) return py.raise(c.PyExc_TypeError, "create_task() takes 1 positional argument");
+    var coro_arg: ?*Obj = if (nargs == 1) args[0].? else null;
     var name: *Obj = py.none();
     var context: *Obj = py.none();
     if (kwnames) |names| {
@@ -382,12 +387,16 @@ fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Ob
                 name = value;
             } else if (key == s.str_context or c.PyUnicode_Compare(key, s.str_context) == 0) {
                 context = value;
+            } else if (c.PyUnicode_CompareWithASCIIString(key, "coro") == 0) {
+                if (coro_arg != null) return py.raise(c.PyExc_TypeError, "create_task() got multiple values for argument 'coro'");
+                coro_arg = value;
             } else {
                 _ = c.PyErr_Format(c.PyExc_TypeError, "create_task() got an unexpected keyword argument '%U'", key);
                 return null;
             }
         }
     }
+    const coro = coro_arg orelse return py.raise(c.PyExc_TypeError, "create_task() missing 1 required positional argument: 'coro'");
     if (!checkClosed(loop)) return null;
     const factory = loop.task_factory orelse {
         const argv = [_]?*Obj{ null, coro, self, name, context };
@@ -989,17 +998,17 @@ fn getResolution(_: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
 }
 
 var methods = [_]c.PyMethodDef{
-    py.methodFast("call_soon", callSoon, "Schedule callback(*args) for the next pass of the loop."),
-    py.methodFast("call_soon_threadsafe", callSoonThreadsafe, "Like call_soon(), from any thread; wakes the loop."),
-    py.methodFast("call_later", callLater, "Schedule callback(*args) after delay seconds."),
-    py.methodFast("call_at", callAt, "Schedule callback(*args) at loop time `when`."),
-    py.methodNoArgs("time", time, "The loop's monotonic clock, in seconds."),
-    py.methodNoArgs("create_future", createFuture, "A new asyncio.Future attached to this loop."),
-    py.methodFast("create_task", createTask, "Schedule a coroutine as a task (through the task factory if set)."),
-    py.methodNoArgs("stop", stop, "Stop after the current pass."),
-    py.methodNoArgs("is_closed", isClosed, "True once close() was called."),
-    py.methodNoArgs("is_running", isRunning, "True while run_forever() runs."),
-    py.methodNoArgs("get_debug", getDebug, "True in debug mode."),
+    py.methodFast("call_soon", callSoon, "call_soon($self, callback, *args, context=None)\n--\n\nSchedule callback(*args) for the next pass of the loop."),
+    py.methodFast("call_soon_threadsafe", callSoonThreadsafe, "call_soon_threadsafe($self, callback, *args, context=None)\n--\n\nLike call_soon(), from any thread; wakes the loop."),
+    py.methodFast("call_later", callLater, "call_later($self, delay, callback, *args, context=None)\n--\n\nSchedule callback(*args) after delay seconds."),
+    py.methodFast("call_at", callAt, "call_at($self, when, callback, *args, context=None)\n--\n\nSchedule callback(*args) at loop time `when`."),
+    py.methodNoArgs("time", time, "time($self, /)\n--\n\nThe loop's monotonic clock, in seconds."),
+    py.methodNoArgs("create_future", createFuture, "create_future($self, /)\n--\n\nA new asyncio.Future attached to this loop."),
+    py.methodFast("create_task", createTask, "create_task($self, coro, *, name=None, context=None)\n--\n\nSchedule a coroutine as a task (through the task factory if set)."),
+    py.methodNoArgs("stop", stop, "stop($self, /)\n--\n\nStop after the current pass."),
+    py.methodNoArgs("is_closed", isClosed, "is_closed($self, /)\n--\n\nTrue once close() was called."),
+    py.methodNoArgs("is_running", isRunning, "is_running($self, /)\n--\n\nTrue while run_forever() runs."),
+    py.methodNoArgs("get_debug", getDebug, "get_debug($self, /)\n--\n\nTrue in debug mode."),
     py.methodNoArgs("_run_forever_native", runForeverNative, null),
     py.methodNoArgs("_run_once", runOnceNative, null),
     py.methodNoArgs("_close_native", closeNative, null),
@@ -1007,8 +1016,8 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_recv_buffers", recvBuffers, null),
     py.methodFast("_add_reader", addReader, null),
     py.methodFast("_add_writer", addWriter, null),
-    py.methodFast("sock_recv", sockcall.sockRecv, "Receive up to n bytes from a non-blocking socket (a coroutine)."),
-    py.methodFast("sock_sendall", sockcall.sockSendall, "Send all of data on a non-blocking socket (a coroutine)."),
+    py.methodFast("sock_recv", sockcall.sockRecv, "sock_recv($self, sock, n)\n--\n\nReceive up to n bytes from a non-blocking socket (a coroutine)."),
+    py.methodFast("sock_sendall", sockcall.sockSendall, "sock_sendall($self, sock, data)\n--\n\nSend all of data on a non-blocking socket (a coroutine)."),
     py.methodFast("_sock_wait", sockWait, null),
     py.methodFast("_sock_cancel", sockCancel, null),
     py.methodO("_remove_reader", removeReader, null),

@@ -190,28 +190,112 @@ pub fn getset(name: [*:0]const u8, get: Getter, set: ?Setter) c.PyGetSetDef {
     return .{ .name = name, .get = @ptrCast(get), .set = if (set) |s| @ptrCast(s) else null, .doc = null, .closure = null };
 }
 
-/// Keyword parsing for the `context=` keyword-only argument of the
-/// scheduling methods. Returns false with TypeError set on anything else.
-pub fn parseContextKw(
+/// Binds a vectorcall's arguments to `params` (interned names), positional
+/// or by keyword, as a Python signature `(p0, ..., pN)` whose parameters
+/// from `required` on default to None would: `out[i]` is null for one not
+/// given. false: a TypeError is set, worded as CPython's.
+pub fn bindArgs(
+    comptime fname: [:0]const u8,
+    params: []const *Obj,
+    required: usize,
+    args: [*c]const ?*Obj,
+    nargs: Ssize,
+    kwnames: ?*Obj,
+    out: []?*Obj,
+) bool {
+    @memset(out, null);
+    if (nargs > params.len) {
+        if (required == params.len) {
+            _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() takes %zd positional arguments but %zd were given", params.len + 1, nargs + 1);
+        } else {
+            _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() takes from %zd to %zd positional arguments but %zd were given", required + 1, params.len + 1, nargs + 1);
+        }
+        return false;
+    }
+    for (0..@intCast(nargs)) |i| out[i] = args[i];
+    if (kwnames) |kw| {
+        const nkw = c.PyTuple_Size(kw);
+        var k: Ssize = 0;
+        while (k < nkw) : (k += 1) {
+            const key = c.PyTuple_GetItem(kw, k);
+            const slot: usize = for (params, 0..) |p, i| {
+                if (key == p or c.PyUnicode_Compare(key, p) == 0) break i;
+            } else {
+                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got an unexpected keyword argument '%U'", key);
+                return false;
+            };
+            if (out[slot] != null) {
+                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got multiple values for argument '%U'", key);
+                return false;
+            }
+            out[slot] = args[@intCast(nargs + k)];
+        }
+    }
+    for (out[0..required], params[0..required]) |o, p| if (o == null) {
+        _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() missing 1 required positional argument: '%U'", p);
+        return false;
+    };
+    return true;
+}
+
+/// The arguments of a scheduling method, `name(lead..., *args, context=None)`
+/// (call_soon's `callback`, call_later's `delay, callback`), as a vector:
+/// `args[0..nargs]` with the leading parameters in front.
+pub const CallArgs = struct {
+    args: [*c]const ?*Obj,
+    nargs: usize,
+    context: ?*Obj = null,
+};
+
+/// Binds a scheduling method's keywords as asyncio's Python signature
+/// would: `context=`, and a leading parameter named by keyword
+/// (`call_later(delay=1, callback=f)`), which leaves `*args` empty. `buf`
+/// holds the rebuilt vector then; it has room for every leading parameter.
+/// null: a TypeError is set, worded as CPython's for a Python function.
+pub fn bindScheduleArgs(
     fname: [*:0]const u8,
     args: [*c]const ?*Obj,
     nargs: Ssize,
     kwnames: ?*Obj,
     context_name: *Obj,
-    out: *?*Obj,
-) bool {
-    out.* = null;
-    const names = kwnames orelse return true;
-    const nkw = c.PyTuple_Size(names);
-    var i: Ssize = 0;
-    while (i < nkw) : (i += 1) {
-        const key = c.PyTuple_GetItem(names, i);
+    lead: []const [:0]const u8,
+    buf: []?*Obj,
+) ?CallArgs {
+    var out: CallArgs = .{ .args = args, .nargs = @intCast(nargs) };
+    const names = kwnames orelse return out;
+    const nkw: usize = @intCast(c.PyTuple_Size(names));
+    const kwv = args + @as(usize, @intCast(nargs));
+    var by_kw: usize = 0;
+    for (0..nkw) |i| {
+        const key = c.PyTuple_GetItem(names, @intCast(i));
         if (key == context_name or c.PyUnicode_Compare(key, context_name) == 0) {
-            out.* = args[@intCast(nargs + i)];
+            out.context = kwv[i];
+            continue;
+        }
+        const slot = for (lead, 0..) |pname, j| {
+            if (c.PyUnicode_CompareWithASCIIString(key, pname) == 0) break j;
         } else {
             _ = c.PyErr_Format(c.PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
-            return false;
+            return null;
+        };
+        if (slot < out.nargs) {
+            _ = c.PyErr_Format(c.PyExc_TypeError, "%s() got multiple values for argument '%U'", fname, key);
+            return null;
+        }
+        buf[slot] = kwv[i];
+        by_kw += 1;
+    }
+    if (by_kw == 0) return out;
+    // Keywords filled some leading parameters: positionals fill the ones
+    // before them, so nothing is left for *args.
+    for (0..out.nargs) |j| buf[j] = args[j];
+    for (out.nargs..lead.len) |j| {
+        if (buf[j] == null) {
+            _ = c.PyErr_Format(c.PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", fname, lead[j].ptr);
+            return null;
         }
     }
-    return true;
+    out.args = buf.ptr;
+    out.nargs = lead.len;
+    return out;
 }

@@ -61,47 +61,6 @@ var sendall_ready: ?*Obj = null;
 
 // ------------------------------------------------------------ creation
 
-/// Binds `sock_recv(sock, n)` / `sock_sendall(sock, data)`'s arguments,
-/// positional or by keyword, as a Python signature would.
-fn bindArgs(
-    comptime fname: [:0]const u8,
-    params: [2]*Obj,
-    args: [*c]const ?*Obj,
-    nargs: py.Ssize,
-    kwnames: ?*Obj,
-    out: *[2]?*Obj,
-) bool {
-    out.* = .{ null, null };
-    if (nargs > 2) {
-        _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() takes 3 positional arguments but %zd were given", nargs + 1);
-        return false;
-    }
-    for (0..@intCast(nargs)) |i| out[i] = args[i];
-    if (kwnames) |kw| {
-        const nkw = c.PyTuple_Size(kw);
-        var k: py.Ssize = 0;
-        while (k < nkw) : (k += 1) {
-            const key = c.PyTuple_GetItem(kw, k);
-            const slot: usize = for (params, 0..) |p, i| {
-                if (key == p or c.PyUnicode_Compare(key, p) == 0) break i;
-            } else {
-                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got an unexpected keyword argument '%U'", key);
-                return false;
-            };
-            if (out[slot] != null) {
-                _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() got multiple values for argument '%U'", key);
-                return false;
-            }
-            out[slot] = args[@intCast(nargs + k)];
-        }
-    }
-    for (out, params) |o, p| if (o == null) {
-        _ = c.PyErr_Format(c.PyExc_TypeError, fname ++ "() missing 1 required positional argument: '%U'", p);
-        return false;
-    };
-    return true;
-}
-
 fn create(loop: *Obj, op: Op, sock: *Obj, arg: *Obj) ?*Obj {
     const raw: *Obj = c._PyObject_GC_New(&SockCallType) orelse return null;
     const s = py.cast(SockCall, raw);
@@ -120,14 +79,14 @@ fn create(loop: *Obj, op: Op, sock: *Obj, arg: *Obj) ?*Obj {
 /// `LoopCore.sock_recv(sock, n)`.
 pub fn sockRecv(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     var a: [2]?*Obj = undefined;
-    if (!bindArgs("sock_recv", .{ names.sock, names.n }, args, nargs, kwnames, &a)) return null;
+    if (!py.bindArgs("sock_recv", &.{ names.sock, names.n }, 2, args, nargs, kwnames, &a)) return null;
     return create(self.?, .recv, a[0].?, a[1].?);
 }
 
 /// `LoopCore.sock_sendall(sock, data)`.
 pub fn sockSendall(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     var a: [2]?*Obj = undefined;
-    if (!bindArgs("sock_sendall", .{ names.sock, names.data }, args, nargs, kwnames, &a)) return null;
+    if (!py.bindArgs("sock_sendall", &.{ names.sock, names.data }, 2, args, nargs, kwnames, &a)) return null;
     return create(self.?, .sendall, a[0].?, a[1].?);
 }
 
