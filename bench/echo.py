@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -205,7 +206,7 @@ def run_suite(args, names, info):
         unknown = set(sizes) - set(SIZES)
         if unknown:
             raise common.PreconditionError("echo sizes must be among 1, 10, 100 (KiB)")
-    timed_s = QUICK_TIMED_S if args.quick else TIMED_S
+    timed_s = getattr(args, "timed_s", None) or (QUICK_TIMED_S if args.quick else TIMED_S)
 
     samples = {}  # (mode, size, loop) -> list of measure() dicts
     errors = {}
@@ -227,10 +228,41 @@ def run_suite(args, names, info):
                     errors[(mode, size, name)] = str(exc)
                     print("  FAILED: %s" % exc, file=sys.stderr)
                     continue
+                res["round"] = rnd
                 samples.setdefault((mode, size, name), []).append(res)
                 time.sleep(0.2)  # let TIME_WAIT sockets and the scheduler settle
 
     return build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s)
+
+
+def floor_gaps(samples, mode, size, name):
+    """A loop's CPU per request minus the C floor's in the same round, in µs.
+
+    The floor runs just before the loops of each round, so a pair shares
+    most of the machine's slow drifts (another VM's load, the host's
+    frequency) that make single cells wander by 2 µs here.
+    """
+    floor = {s["round"]: s["cpu_us_per_req"] for s in samples.get(("floor", size, FLOOR), [])}
+    return [s["cpu_us_per_req"] - floor[s["round"]]
+            for s in samples.get((mode, size, name), []) if s["round"] in floor]
+
+
+def floor_table(rows, names, samples):
+    """Markdown: each loop's gap to the C floor, paired by round."""
+    head = "| mode, size | %s |" % " | ".join(names)
+    lines = [head, "|" + "---|" * (len(names) + 1)]
+    for row in rows:
+        cells = []
+        for name in names:
+            gaps = floor_gaps(samples, row["mode"], row["size"], name)
+            row["loops"][name]["floor_gap_us"] = gaps
+            if not gaps:
+                cells.append("n/a")
+                continue
+            cells.append("%+.2f (%+.1f to %+.1f)" % (statistics.median(gaps), min(gaps), max(gaps)))
+        lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
+    return ("\n### echo: server CPU µs per request above the C floor's in the same round, "
+            "median (range)\n\n" + "\n".join(lines) + "\n")
 
 
 def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s):
@@ -254,6 +286,7 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
           "÷ this one's, >1 is cheaper)\n\n" % (stat, args.baseline))
     md += common.ratio_table(rows, cols, "cpu_us_per_req", args.baseline, "mode, size",
                              higher_is_better=False, stat=stat)
+    md += floor_table(rows, names, samples)
     md += "\n### echo: requests/s, %s (ratio to %s)\n\n" % (stat, args.baseline)
     md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size", stat=stat)
     md += ("\nuvloop %s examples/bench/echoserver.py + echoclient.py (%d workers), unchanged; "

@@ -196,6 +196,8 @@ def main():
                              "median for echo and http)")
     parser.add_argument("--modes", help="echo: comma-separated subset of proto,buffered,streams,sock")
     parser.add_argument("--sizes", help="echo: comma-separated subset of message sizes in KiB (1,10,100)")
+    parser.add_argument("--timed-s", type=float,
+                        help="echo: seconds each timed client run lasts (default 1.2, quick 0.6)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",
