@@ -66,6 +66,29 @@ def test_bad_scheduling_calls_raise_type_error(loop, call):
     loop.run_forever()
 
 
+def test_stream_writes_take_their_parameter_by_keyword(loop):
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        try:
+            tr.write(data=b"one ")
+            tr.writelines(list_of_data=[b"two ", bytearray(b"three")])
+            for bad in ("tr.write()", "tr.write(b'x', b'y')", "tr.write(b'x', data=b'y')",
+                        "tr.write(dat=b'x')", "tr.writelines()", "tr.writelines(lines=[])"):
+                with pytest.raises(TypeError):
+                    eval(bad, {"tr": tr})
+            got = b""
+            while len(got) < 13:
+                got += await loop.sock_recv(b, 100)
+            return got
+        finally:
+            tr.close()
+            b.close()
+
+    assert loop.run_until_complete(main()) == b"one two three"
+
+
 @pytest.mark.parametrize(
     "call", ["sendto(data=b'x', addr=addr)", "sendto(b'x', addr=addr)", "sendto(b'x', addr)"]
 )

@@ -331,6 +331,8 @@ var slots = [_]c.PyType_Slot{
 };
 
 const Names = struct {
+    data: *Obj,
+    list_of_data: *Obj,
     data_received: *Obj,
     eof_received: *Obj,
     get_buffer: *Obj,
@@ -1103,6 +1105,23 @@ fn writeUnsendable(t: *Transport, d: *Obj) ?*Obj {
     return py.newref(py.none());
 }
 
+/// `write(data)` and `writelines(list_of_data)` take their argument by
+/// position (the hot path, as cheap as METH_O) or by keyword, as asyncio's
+/// Python methods do.
+fn writeMethod(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    if (kwnames == null and nargs == 1) return @call(.always_inline, write, .{ self, args[0] });
+    var a: [1]?*Obj = undefined;
+    if (!py.bindArgs("write", &.{names.data}, 1, args, nargs, kwnames, &a)) return null;
+    return write(self, a[0]);
+}
+
+fn writelinesMethod(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    if (kwnames == null and nargs == 1) return writelines(self, args[0]);
+    var a: [1]?*Obj = undefined;
+    if (!py.bindArgs("writelines", &.{names.list_of_data}, 1, args, nargs, kwnames, &a)) return null;
+    return writelines(self, a[0]);
+}
+
 fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const d = data.?;
@@ -1689,8 +1708,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
 }
 
 var methods = [_]c.PyMethodDef{
-    py.methodO("write", write, "write($self, data, /)\n--\n\nWrite bytes-like data; buffer what the socket does not take."),
-    py.methodO("writelines", writelines, "writelines($self, list_of_data, /)\n--\n\nWrite bytes-like objects, gathered, not joined."),
+    py.methodFast("write", writeMethod, "write($self, data)\n--\n\nWrite bytes-like data; buffer what the socket does not take."),
+    py.methodFast("writelines", writelinesMethod, "writelines($self, list_of_data)\n--\n\nWrite bytes-like objects, gathered, not joined."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "get_write_buffer_size($self, /)\n--\n\nBytes waiting to be sent."),
     py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "get_write_buffer_limits($self, /)\n--\n\n(low, high) water marks."),
     py.methodNoArgs("pause_reading", shared.pauseReading, "pause_reading($self, /)\n--\n\nStop calling data_received()."),
@@ -1724,6 +1743,8 @@ var getsets = [_]c.PyGetSetDef{
 
 fn initNames() void {
     names = .{
+        .data = py.intern("data"),
+        .list_of_data = py.intern("list_of_data"),
         .data_received = py.intern("data_received"),
         .eof_received = py.intern("eof_received"),
         .get_buffer = py.intern("get_buffer"),
