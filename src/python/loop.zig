@@ -220,7 +220,7 @@ fn scheduleSoon(
     threadsafe: bool,
 ) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var buf = [_]?*Obj{null};
+    var buf: [1]?*Obj = undefined;
     const a = py.bindScheduleArgs(name, args, nargs, kwnames, state.get().str_context, &.{"callback"}, &buf) orelse return null;
     const ctx = a.context;
     if (a.nargs < 1) return py.raise(c.PyExc_TypeError, name ++ "() missing 1 required positional argument: 'callback'");
@@ -281,7 +281,7 @@ fn toSeconds(o: *Obj) ?f64 {
 
 fn callLater(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var buf = [_]?*Obj{ null, null };
+    var buf: [2]?*Obj = undefined;
     const a = py.bindScheduleArgs("call_later", args, nargs, kw, state.get().str_context, &.{ "delay", "callback" }, &buf) orelse return null;
     if (a.nargs < 2) return missingTwo("call_later", a.nargs, "delay");
     const delay = a.args[0].?;
@@ -311,7 +311,7 @@ fn missingTwo(comptime name: [:0]const u8, nargs: usize, comptime first: [:0]con
 
 fn callAt(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    var buf = [_]?*Obj{ null, null };
+    var buf: [2]?*Obj = undefined;
     const a = py.bindScheduleArgs("call_at", args, nargs, kw, state.get().str_context, &.{ "when", "callback" }, &buf) orelse return null;
     if (a.nargs < 2) return missingTwo("call_at", a.nargs, "when");
     const when = a.args[0].?;

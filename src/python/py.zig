@@ -250,7 +250,8 @@ pub const CallArgs = struct {
 /// Binds a scheduling method's keywords as asyncio's Python signature
 /// would: `context=`, and a leading parameter named by keyword
 /// (`call_later(delay=1, callback=f)`), which leaves `*args` empty. `buf`
-/// holds the rebuilt vector then; it has room for every leading parameter.
+/// holds the rebuilt vector then (its contents need no initializing); it has
+/// room for every leading parameter.
 /// null: a TypeError is set, worded as CPython's for a Python function.
 pub fn bindScheduleArgs(
     fname: [*:0]const u8,
@@ -263,6 +264,7 @@ pub fn bindScheduleArgs(
 ) ?CallArgs {
     var out: CallArgs = .{ .args = args, .nargs = @intCast(nargs) };
     const names = kwnames orelse return out;
+    @memset(buf, null);
     const nkw: usize = @intCast(c.PyTuple_Size(names));
     const kwv = args + @as(usize, @intCast(nargs));
     var by_kw: usize = 0;
