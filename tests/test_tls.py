@@ -944,7 +944,11 @@ def test_abort_with_pending_data(loop, server_ctx, client_ctx, no_leaks):
         )
         await until(lambda: served)
         await wait_for(served[0].made)
-        for _ in range(64):
+        # 16 MiB: four times what this kernel lets one loopback connection
+        # hold (tcp_wmem's 4 MiB ceiling for the sender; the paused reader's
+        # receive buffer does not grow). 4 MiB alone fitted, TLS records
+        # and all, on some runs, and nothing was left pending.
+        for _ in range(256):
             tr.write(b"y" * 65536)
         pending = tr.get_write_buffer_size() > 0
         tr.abort()
