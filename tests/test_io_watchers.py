@@ -463,3 +463,47 @@ def test_io_is_seen_within_two_passes_of_a_wake_up_that_keeps_the_loop_busy(loop
         b2.close()
     assert len(seen_at) == 1
     assert seen_at[0] <= 2, seen_at
+
+
+def test_reader_that_drained_its_socket_is_not_called_again(loop, pair):
+    # A reader that read everything is not called again for that data, even
+    # when, before reading, it removed another descriptor's reader. On
+    # io_uring that removal enters the kernel at once, and must not take
+    # along the drained socket's re-armed poll: armed while the data was
+    # still unread, that poll would report the socket readable once more,
+    # and the reader's recv() would raise BlockingIOError (asyncio's
+    # selector reports readiness as it is when it polls).
+    a, b = pair
+    others = [socket.socketpair() for _ in range(20)]
+    got = []
+    spurious = []
+
+    def on_readable():
+        if len(got) < len(others):
+            loop.remove_reader(others[len(got)][0])
+        try:
+            got.append(a.recv(4096))
+        except BlockingIOError:
+            spurious.append(len(got))
+            return
+        if len(got) == len(others):
+            loop.stop()
+        else:
+            # Later, so that the passes in between poll with nothing sent.
+            loop.call_later(0.001, next_round)
+
+    def next_round():
+        loop.add_reader(others[len(got)][0], lambda: None)
+        b.send(b"x")
+
+    loop.add_reader(a, on_readable)
+    loop.call_soon(next_round)
+    try:
+        loop.run_forever()
+    finally:
+        loop.remove_reader(a)
+        for x, y in others:
+            x.close()
+            y.close()
+    assert got == [b"x"] * len(others)
+    assert spurious == []

@@ -2,11 +2,18 @@
 //!
 //! Each fd with interest has one one-shot IORING_OP_POLL_ADD in flight. Its
 //! completion becomes an `Event`, and the poll is re-armed with the fd's
-//! current interest: the re-arm SQE is only queued, and goes to the kernel
-//! with the next `poll`, after the reactor has run the callbacks. An fd still
-//! ready then completes again at once, so readiness is level-triggered, as
-//! epoll's is here and as asyncio's selector loop requires (a reader that
-//! leaves data behind is called again on the next pass).
+//! current interest: the re-arm is only listed (`Slot.listed`), and its SQE
+//! is queued by the next `poll`, after the reactor has run the callbacks.
+//! An fd still ready then completes again at once, so readiness is
+//! level-triggered, as epoll's is here and as asyncio's selector loop
+//! requires (a reader that leaves data behind is called again on the next
+//! pass). Not queued at once: the removals below enter the kernel from
+//! inside the callbacks, and would take a queued re-arm along while the
+//! event it follows is still to be handled. Armed with that fd's data still
+//! unread, the poll would complete at once, and report the fd ready on the
+//! next pass after the callback had drained it: a reader called with
+//! nothing to read (its recv() raising BlockingIOError) where epoll, which
+//! reports readiness as it is when it polls, does not call it.
 //!
 //! Why not multishot polls: a multishot poll posts one completion per
 //! wake-up of the file, i.e. it is edge-triggered (the test "a multishot poll
@@ -86,6 +93,10 @@ const Slot = struct {
     /// A POLL_ADD of (fd, gen) is queued or in the kernel, its completion
     /// not yet seen.
     armed: bool = false,
+    /// The fd is in `Backend.to_arm`: its poll is armed by the next `poll`
+    /// if the slot still wants one then. Kept when the rest of the slot is
+    /// reset (`disarm`), so that an fd is listed once at most.
+    listed: bool = false,
     /// Registered one-shot (`api.Arm.oneshot`): its completion drops the
     /// interest instead of re-arming the poll.
     oneshot: bool = false,
@@ -156,6 +167,10 @@ pub const Backend = struct {
     /// A receive has brought data: an EINVAL is then that receive's error,
     /// not the kernel refusing multishot receives.
     recv_proven: bool = false,
+    /// Fds whose poll the next `poll` arms (`Slot.listed`). Each is listed
+    /// once at most, and the capacity follows the slots', so listing one
+    /// never allocates.
+    to_arm: std.ArrayList(sys.fd_t) = .empty,
 
     const max_events = 256;
     const ring_entries = 512;
@@ -235,6 +250,7 @@ pub const Backend = struct {
         b.teardownRecv();
         b.ring.deinit();
         b.slots.deinit(slot_gpa);
+        b.to_arm.deinit(slot_gpa);
     }
 
     /// Whether `api.Arm.recv` is served here (otherwise reads are polled).
@@ -291,7 +307,7 @@ pub const Backend = struct {
     }
 
     /// Arms or replaces the poll to match the slot's interest. Replacing
-    /// removes the armed poll and arms a new generation, in the same batch.
+    /// removes the armed poll, and the next `poll` arms a new generation.
     /// Not POLL_UPDATE: on 6.18 an update to a mask that is ready at once
     /// posts no completion at all, and a writer added to a writable
     /// socket's reader would never be called.
@@ -306,7 +322,30 @@ pub const Backend = struct {
             slot.gen +%= 1;
             slot.armed = false;
         }
-        if (want != 0) try b.arm(fd, slot, want);
+        if (want != 0 and !slot.listed) {
+            slot.listed = true;
+            b.to_arm.appendAssumeCapacity(fd);
+        }
+    }
+
+    /// Queues the polls of the listed fds that still want one (see the
+    /// file's header), each with the fd's interest as it is now. What a
+    /// failure leaves unarmed stays listed for the next try.
+    fn armListed(b: *Backend) sys.Error!void {
+        var done: usize = 0;
+        defer {
+            const rest = b.to_arm.items[done..];
+            std.mem.copyForwards(sys.fd_t, b.to_arm.items[0..rest.len], rest);
+            b.to_arm.shrinkRetainingCapacity(rest.len);
+        }
+        for (b.to_arm.items) |fd| {
+            const slot = &b.slots.items[@intCast(fd)];
+            std.debug.assert(slot.listed);
+            const want = slot.pollMask();
+            if (!slot.armed and want != 0) try b.arm(fd, slot, want);
+            slot.listed = false;
+            done += 1;
+        }
     }
 
     /// Arms or cancels the native receive to match the slot. A receive
@@ -346,6 +385,7 @@ pub const Backend = struct {
     /// Waits up to `timeout_ms` (-1: forever) and returns the ready events.
     pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
         const want = @min(out.len, max_events);
+        try b.armListed();
         const waited = try b.enter(timeout_ms);
         const got = b.ring.copy_cqes(b.cqes[0..want], 0) catch return error.Unexpected;
         var n: usize = 0;
@@ -515,7 +555,8 @@ pub const Backend = struct {
         const receiving = slot.recv_state;
         const recv_gen = slot.recv_gen;
         // Whatever the old poll and receive still post is stale from here on.
-        slot.* = .{ .gen = gen +% 1, .recv_gen = recv_gen +% 1 };
+        // A listed fd stays listed (and is skipped: it wants nothing now).
+        slot.* = .{ .gen = gen +% 1, .recv_gen = recv_gen +% 1, .listed = slot.listed };
         if (receiving == .armed) try b.cancelRecv(fd, recv_gen);
         // A receive being cancelled has its cancellation queued already.
         const receive_held = receiving == .armed or receiving == .cancelling;
@@ -558,6 +599,7 @@ pub const Backend = struct {
         if (i >= b.slots.items.len) {
             const old_len = b.slots.items.len;
             const new_len = @max(i + 1, old_len * 2, 64);
+            b.to_arm.ensureTotalCapacityPrecise(slot_gpa, new_len) catch return error.NoMemory;
             b.slots.resize(slot_gpa, new_len) catch return error.NoMemory;
             @memset(b.slots.items[old_len..], .{});
         }
@@ -742,6 +784,32 @@ test "io_uring: a partly read socket is reported again; a hang-up wakes both way
     sys.close(pair[1]);
     try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
     try std.testing.expect(out[0].readable and out[0].writable);
+}
+
+test "io_uring: a re-arm waits for the next poll; a drained socket is not reported again" {
+    var b = try testBackend();
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    const other = try armedEventfd(&b);
+    defer sys.close(other);
+    var out: [8]api.Event = undefined;
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
+    _ = try sys.write(pair[1], "x");
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
+    try std.testing.expect(out[0].fd == pair[0] and out[0].readable);
+    // As a callback would, before the reader runs: dropping another fd's
+    // interest enters the kernel at once (its poll must let go of the file).
+    try b.setInterest(other, .{ .read = true }, .{}, .{});
+    var buf: [4]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 1), try sys.read(pair[0], &buf));
+    // Drained: nothing to report, as epoll would report nothing.
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    // Still armed: new data is reported.
+    _ = try sys.write(pair[1], "y");
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 100, &out));
+    try std.testing.expect(out[0].fd == pair[0] and out[0].readable);
 }
 
 test "io_uring: removing interest lets a closed socket really close" {
