@@ -554,9 +554,10 @@ pub const Backend = struct {
         const gen = slot.gen;
         const receiving = slot.recv_state;
         const recv_gen = slot.recv_gen;
+        const listed = slot.listed;
         // Whatever the old poll and receive still post is stale from here on.
         // A listed fd stays listed (and is skipped: it wants nothing now).
-        slot.* = .{ .gen = gen +% 1, .recv_gen = recv_gen +% 1, .listed = slot.listed };
+        slot.* = .{ .gen = gen +% 1, .recv_gen = recv_gen +% 1, .listed = listed };
         if (receiving == .armed) try b.cancelRecv(fd, recv_gen);
         // A receive being cancelled has its cancellation queued already.
         const receive_held = receiving == .armed or receiving == .cancelling;
