@@ -210,6 +210,104 @@ def test_switching_to_a_buffered_protocol_mid_stream_keeps_every_byte(loop):
     assert loop.run_until_complete(main()) == data
 
 
+@pytest.mark.parametrize("resume", ["call_soon", "call_later"])
+def test_a_buffered_protocol_that_pauses_or_gives_way_mid_receive_gets_no_more(loop, resume):
+    # As start_tls's protocol may: a BufferedProtocol handed the transport
+    # mid-stream pauses reading from buffer_updated() every third call, and
+    # later hands the transport on to a plain protocol from it. Bytes
+    # already received (on io_uring, a receive larger than the protocol's
+    # buffer is fed to it in parts) go to it only while it reads and only
+    # while it is the protocol: no buffer_updated() between pause and
+    # resume, no get_buffer() on the plain protocol, every byte once and in
+    # order.
+    data = payload(256 * 1024)
+    switch_at = 100 * 1024
+    errors = []
+
+    class Plain(asyncio.Protocol):
+        def __init__(self):
+            self.got = bytearray()
+            self.done = loop.create_future()
+
+        def data_received(self, chunk):
+            self.got += chunk
+
+        def eof_received(self):
+            self.done.set_result(None)
+
+    class Buffered(asyncio.BufferedProtocol):
+        def __init__(self, then):
+            self.then = then
+            self.buf = bytearray(700)
+            self.got = bytearray()
+            self.calls = 0
+            self.paused = False
+            self.current = True
+
+        def get_buffer(self, sizehint):
+            if not self.current:
+                errors.append("get_buffer() after set_protocol()")
+            return self.buf
+
+        def buffer_updated(self, nbytes):
+            if self.paused:
+                errors.append("buffer_updated() while paused")
+            if not self.current:
+                errors.append("buffer_updated() after set_protocol()")
+            self.got += self.buf[:nbytes]
+            self.calls += 1
+            if len(self.got) >= switch_at:
+                self.current = False
+                self.transport.set_protocol(self.then)
+            elif self.calls % 3 == 0:
+                self.paused = True
+                self.transport.pause_reading()
+                if resume == "call_soon":
+                    loop.call_soon(self.resume)
+                else:
+                    loop.call_later(0.001, self.resume)
+
+        def resume(self):
+            self.paused = False
+            self.transport.resume_reading()
+
+        def eof_received(self):
+            errors.append("eof_received() on the replaced protocol")
+
+    class First(asyncio.Protocol):
+        def __init__(self, then):
+            self.then = then
+            self.first = None
+
+        def connection_made(self, transport):
+            self.transport = transport
+            self.then.transport = transport
+
+        def data_received(self, chunk):
+            self.first = chunk
+            self.transport.set_protocol(self.then)
+
+    async def main():
+        plain = Plain()
+        buffered = Buffered(plain)
+        first = First(buffered)
+        server = await loop.create_server(lambda: first, HOST, 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection(HOST, port)
+        for i in range(0, len(data), 8 * 1024):
+            writer.write(data[i:i + 8 * 1024])
+            await asyncio.sleep(0)
+        writer.write_eof()
+        await wait_for(plain.done)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return first.first + buffered.got + plain.got
+
+    assert loop.run_until_complete(main()) == data
+    assert errors == []
+
+
 def test_a_paused_transport_closed_by_its_peer_reports_eof_only_after_resume(loop):
     # Data and the peer's end of file arrive while reading is paused: on
     # resume, the data comes first, then eof_received, as on asyncio.

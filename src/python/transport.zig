@@ -131,6 +131,10 @@ const Rx = struct {
     /// once the pool has a new object for it (a paused reader's, see
     /// `deliverRx`).
     id: ?u16 = null,
+    /// Bytes of `data` a BufferedProtocol was handed already: it paused
+    /// reading, or handed the transport to another protocol, part way
+    /// through (`feedBuffered`). The rest goes first when reading resumes.
+    fed: u32 = 0,
 };
 
 /// A write's unsent rest of at least this many bytes, from an object whose
@@ -563,10 +567,13 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
 fn deliverRx(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     while (in.rxPending() and in.reading()) {
-        const item = in.rx.items[in.rx_head];
+        // Taken off the queue first: a close() in the protocol's callback
+        // releases what is queued (`releaseRx`), not this one.
+        const index = in.rx_head;
+        const item = in.rx.items[index];
         in.rx_head += 1;
         if (item.res > 0) {
-            try deliverReceived(t, item);
+            try deliverReceived(t, index, item);
         } else if (item.res == 0) {
             try readEof(t);
         } else {
@@ -587,24 +594,50 @@ fn deliverRx(t: *Transport) core.RunError!void {
     }
 }
 
-/// One native receive to the protocol, as `readLent` delivers a small
-/// read: the loop's buffer itself, taken back if the protocol kept no
-/// reference; a protocol that keeps data gets copies of the exact size.
-fn deliverReceived(t: *Transport, item: Rx) core.RunError!void {
+/// One native receive (taken from `in.rx.items[index]`) to the protocol,
+/// as `readLent` delivers a small read: the loop's buffer itself, taken
+/// back if the protocol kept no reference; a protocol that keeps data gets
+/// copies of the exact size. A BufferedProtocol that takes only part of it
+/// (see `Rx.fed`) leaves the rest first in the queue.
+fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
     const in = t.inner.?;
     const l = loopOf(t);
     const data = item.data.?;
     const n: usize = @intCast(item.res);
     // A full buffer means more may be queued: large reads go the usual
     // way (one data_received per read of up to 256 KiB).
-    if (n == recvpool.buffer_bytes and !in.big_reads) {
+    if (n == recvpool.buffer_bytes and !in.big_reads and item.fed == 0) {
         in.big_reads = true;
         updateInterest(t);
     }
     if (in.buffered) {
-        defer returnRx(l, item.id, data);
-        return feedBuffered(t, bytesOf(data));
+        var fed: usize = item.fed;
+        const result = feedBuffered(t, bytesOf(data), &fed);
+        // Back to the head of the queue, unless a close() released the
+        // queue meanwhile (only the reactor appends, between passes).
+        if (fed < n and in.rx_head == index + 1) {
+            in.rx_head = index;
+            in.rx.items[index].fed = @intCast(fed);
+        } else {
+            returnRx(l, item.id, data);
+        }
+        return result;
     }
+    if (item.fed == 0) return deliverPlain(t, item);
+    // The rest of what a BufferedProtocol left, to the plain protocol that
+    // replaced it.
+    const rest = bytesOf(data)[item.fed..];
+    const copy = c.PyBytes_FromStringAndSize(rest.ptr, @intCast(rest.len));
+    returnRx(l, item.id, data);
+    return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
+}
+
+/// A whole native receive to a plain protocol (see `deliverReceived`).
+fn deliverPlain(t: *Transport, item: Rx) core.RunError!void {
+    const in = t.inner.?;
+    const l = loopOf(t);
+    const data = item.data.?;
+    const n: usize = @intCast(item.res);
     const id = item.id orelse return deliver(t, data);
     if (in.keeps_data) {
         const copy = c.PyBytes_FromStringAndSize(c.PyBytes_AsString(data), @intCast(n));
@@ -633,19 +666,22 @@ fn bytesOf(b: *Obj) []const u8 {
 
 /// Received bytes to a BufferedProtocol (one that replaced the protocol
 /// while receives were in flight: start_tls's): copied into its buffers,
-/// get_buffer() and buffer_updated() as many times as it takes.
-fn feedBuffered(t: *Transport, bytes: []const u8) core.RunError!void {
-    var rest = bytes;
-    while (rest.len > 0) {
+/// get_buffer() and buffer_updated() as many times as it takes, while it
+/// is reading and still the protocol: a buffer_updated() that pauses
+/// reading, closes the transport or hands it to a plain protocol gets no
+/// more. `fed.*`: the bytes handed over so far, advanced as they go (also
+/// when a callback aborts the loop).
+fn feedBuffered(t: *Transport, bytes: []const u8, fed: *usize) core.RunError!void {
+    while (fed.* < bytes.len) {
         const in = t.inner.?;
-        if (in.closing) return;
+        if (!in.reading() or !in.buffered) return;
         var view: c.Py_buffer = undefined;
         if (!try getBuffer(t, &view)) return;
-        const n = @min(rest.len, @as(usize, @intCast(view.len)));
+        const n = @min(bytes.len - fed.*, @as(usize, @intCast(view.len)));
         const dst: [*]u8 = @ptrCast(view.buf);
-        @memcpy(dst[0..n], rest[0..n]);
+        @memcpy(dst[0..n], bytes[fed.*..][0..n]);
         c.PyBuffer_Release(&view);
-        rest = rest[n..];
+        fed.* += n;
         try bufferUpdated(t, n);
     }
 }
