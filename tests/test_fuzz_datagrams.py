@@ -30,18 +30,15 @@ down (see compat/anyio/expected.toml).
 """
 
 import asyncio
-import gc
-import os
 import random
 import socket
 import struct
-import warnings
 import zlib
 
 import pytest
 
+from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
 from _net import wait_for
-from _support import open_fds
 
 pytestmark = pytest.mark.filterwarnings("error::ResourceWarning")
 
@@ -55,30 +52,11 @@ _WINDOW_BYTES = 48 * 1024
 _WINDOW_DATAGRAMS = 32
 
 
-def _seeds():
-    spec = os.environ.get("ZLOOP_FUZZ_SEEDS", "40")
-    if "-" in spec:
-        first, last = (int(part) for part in spec.split("-"))
-        return range(first, last + 1)
-    return range(int(spec))
-
 
 @pytest.fixture(params=["udp", "unix"])
 def family(request):
     return request.param
 
-
-@pytest.fixture(autouse=True)
-def _no_leaks():
-    gc.collect()
-    before = open_fds()
-    yield
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
-    assert unclosed == []
-    assert open_fds() - before == set()
 
 
 def _datagram(seq, body):
@@ -323,6 +301,6 @@ async def _case(loop, family, path, seed):
         assert sender_end.got == []
 
 
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds())
 def test_random_datagram_script(loop, family, tmp_path, seed):
     loop.run_until_complete(_case(loop, family, str(tmp_path / "d"), seed))

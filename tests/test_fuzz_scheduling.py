@@ -27,11 +27,12 @@ timing:
 
 import asyncio
 import contextvars
-import os
 import random
 import threading
 
 import pytest
+
+from _fuzz import seeds
 
 _TIMEOUT = 20
 _DELAYS = (-1.0, 0.0, 0.0, 1e-6, 0.0002, 0.001, 0.003, 0.006)
@@ -41,13 +42,6 @@ _EARLY_S = 1e-6
 
 var = contextvars.ContextVar("var", default=None)
 
-
-def _seeds():
-    spec = os.environ.get("ZLOOP_FUZZ_SEEDS", "40")
-    if "-" in spec:
-        first, last = (int(part) for part in spec.split("-"))
-        return range(first, last + 1)
-    return range(int(spec))
 
 
 class Entry:
@@ -244,6 +238,6 @@ async def _case(loop, seed):
     assert script.errors == []
 
 
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds())
 def test_random_schedule(loop, seed):
     loop.run_until_complete(_case(loop, seed))

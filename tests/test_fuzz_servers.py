@@ -32,18 +32,15 @@ connections; ``test_accept.py`` has the case.
 """
 
 import asyncio
-import gc
-import os
 import random
 import socket
 import struct
 import sys
-import warnings
 
 import pytest
 
+from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
 from _net import wait_for
-from _support import open_fds
 
 pytestmark = [
     pytest.mark.network,
@@ -55,30 +52,11 @@ _TIMEOUT = 20
 _HAS_CLOSE_CLIENTS = sys.version_info >= (3, 13)
 
 
-def _seeds():
-    spec = os.environ.get("ZLOOP_FUZZ_SEEDS", "40")
-    if "-" in spec:
-        first, last = (int(part) for part in spec.split("-"))
-        return range(first, last + 1)
-    return range(int(spec))
-
 
 @pytest.fixture(params=["tcp", "unix"])
 def kind(request):
     return request.param
 
-
-@pytest.fixture(autouse=True)
-def _no_leaks():
-    gc.collect()
-    before = open_fds()
-    yield
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
-    assert unclosed == []
-    assert open_fds() - before == set()
 
 
 class Served(asyncio.Protocol):
@@ -321,6 +299,6 @@ async def _case(loop, kind, path, seed):
     assert not case.server.is_serving()
 
 
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds())
 def test_random_server_script(loop, kind, tmp_path, seed):
     loop.run_until_complete(_case(loop, kind, str(tmp_path / "s"), seed))

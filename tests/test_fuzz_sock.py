@@ -20,16 +20,13 @@ rules:
 """
 
 import asyncio
-import gc
-import os
 import random
 import socket
-import warnings
 
 import pytest
 
+from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
 from _net import wait_for
-from _support import open_fds
 
 pytestmark = [
     pytest.mark.network,
@@ -40,30 +37,11 @@ HOST = "127.0.0.1"
 _TIMEOUT = 20
 
 
-def _seeds():
-    spec = os.environ.get("ZLOOP_FUZZ_SEEDS", "40")
-    if "-" in spec:
-        first, last = (int(part) for part in spec.split("-"))
-        return range(first, last + 1)
-    return range(int(spec))
-
 
 @pytest.fixture(params=["tcp", "unix"])
 def kind(request):
     return request.param
 
-
-@pytest.fixture(autouse=True)
-def _no_leaks():
-    gc.collect()
-    before = open_fds()
-    yield
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
-    assert unclosed == []
-    assert open_fds() - before == set()
 
 
 async def _connect(loop, kind):
@@ -160,6 +138,6 @@ async def _case(loop, kind, seed):
     assert bytes(a_got) == bytes(b_sent)
 
 
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds())
 def test_random_duplex_traffic(loop, kind, seed):
     loop.run_until_complete(_case(loop, kind, seed))
