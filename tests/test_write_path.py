@@ -615,3 +615,24 @@ def test_writelines_with_empty_chunks_then_write_eof(loop, loop_name, items):
         return data
 
     assert loop.run_until_complete(main()) == b"".join(items)
+
+
+def test_writelines_on_a_closed_transport_is_dropped_as_write_is(loop, loop_name):
+    # After close() (nothing buffered), what writelines() is given is
+    # dropped, as write() drops it: no exception, nothing reaches the peer.
+    if loop_name == "asyncio" and PY >= (3, 12):
+        # 3.12's close() clears the method its vectored writelines() calls.
+        pytest.skip("asyncio 3.12+ raises TypeError from writelines() after close()")
+
+    async def main():
+        tr, proto, peer = await _pair(loop)
+        tr.write(b"before")
+        await asyncio.sleep(0.01)
+        tr.close()
+        tr.writelines([b"after", b" close"])
+        data = await _read(loop, peer)
+        assert await wait_for(proto.lost) is None
+        peer.close()
+        return data
+
+    assert loop.run_until_complete(main()) == b"before"
