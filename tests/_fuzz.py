@@ -1,13 +1,9 @@
 """What the randomised tests (``test_fuzz_*.py``) share: the seeds they run
-and the check that a case leaves nothing behind."""
+and the stream kinds they run them on."""
 
-import gc
 import os
-import warnings
 
 import pytest
-
-from _support import open_fds
 
 
 def seeds():
@@ -20,19 +16,7 @@ def seeds():
     return range(int(spec))
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    """No descriptor outlives the case and nothing it made warns of an
-    unclosed resource (a module imports this to use it)."""
-    # What earlier tests left to the collector is theirs, not this case's.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
-    before = open_fds()
-    yield
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
-    assert unclosed == []
-    assert open_fds() - before == set()
+@pytest.fixture(params=["tcp", "unix"])
+def kind(request):
+    """The stream socket a case runs over (a module imports this to use it)."""
+    return request.param

@@ -1,8 +1,12 @@
 """Helpers shared by the behaviour tests (imported as ``_support``)."""
 
 import asyncio
+import gc
 import os
 import sys
+import warnings
+
+import pytest
 
 PY = sys.version_info[:2]
 
@@ -10,6 +14,36 @@ PY = sys.version_info[:2]
 def open_fds():
     """The set of this process's open file descriptors."""
     return set(int(name) for name in os.listdir("/proc/self/fd"))
+
+
+def describe_fds(fds):
+    """``fd -> target`` for each descriptor, for a failure message."""
+    out = []
+    for fd in sorted(fds):
+        try:
+            out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            out.append(f"{fd} -> ?")
+    return ", ".join(out)
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """No descriptor outlives a test, and no ResourceWarning is raised.
+
+    Autouse in the modules that import it (it is set up before the
+    ``loop`` fixture, and checks after that loop has been closed).
+    """
+    gc.collect()
+    before = open_fds()
+    yield
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == []
+    leaked = open_fds() - before
+    assert not leaked, f"leaked descriptors: {describe_fds(leaked)}"
 
 
 def rss_bytes():

@@ -37,8 +37,9 @@ import zlib
 
 import pytest
 
-from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
+from _fuzz import seeds
 from _net import wait_for
+from _support import no_leaks  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.filterwarnings("error::ResourceWarning")
 

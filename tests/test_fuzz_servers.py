@@ -39,8 +39,9 @@ import sys
 
 import pytest
 
-from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
+from _fuzz import kind, seeds  # noqa: F401 (kind: a fixture)
 from _net import wait_for
+from _support import no_leaks  # noqa: F401 (autouse)
 
 pytestmark = [
     pytest.mark.network,
@@ -52,10 +53,6 @@ _TIMEOUT = 20
 _HAS_CLOSE_CLIENTS = sys.version_info >= (3, 13)
 
 
-
-@pytest.fixture(params=["tcp", "unix"])
-def kind(request):
-    return request.param
 
 
 

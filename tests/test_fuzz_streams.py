@@ -43,8 +43,9 @@ import zlib
 
 import pytest
 
-from _fuzz import no_leaks, seeds  # noqa: F401 (no_leaks: autouse)
+from _fuzz import kind, seeds  # noqa: F401 (kind: a fixture)
 from _net import wait_for
+from _support import no_leaks  # noqa: F401 (autouse)
 
 pytestmark = [
     pytest.mark.network,
@@ -55,10 +56,6 @@ HOST = "127.0.0.1"
 _TIMEOUT = 20
 
 
-
-@pytest.fixture(params=["tcp", "unix"])
-def kind(request):
-    return request.param
 
 
 

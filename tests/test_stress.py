@@ -14,9 +14,7 @@ raises no ResourceWarning.
 
 import asyncio
 import contextlib
-import gc
 import logging
-import os
 import resource
 import select
 import socket
@@ -25,13 +23,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-import warnings
 import zlib
 
 import pytest
 
 from _net import RecordingProtocol, wait_for
-from _support import PY, open_fds, rss_bytes, yield_passes
+from _support import PY, no_leaks, open_fds, rss_bytes, yield_passes  # noqa: F401 (no_leaks: autouse)
 
 pytestmark = [
     pytest.mark.network,
@@ -50,35 +47,6 @@ _WRITE_AFTER_LOST_LOG = "socket.send() raised exception."
 
 
 # ---------------------------------------------------------------- checks
-
-
-def _describe_fds(fds):
-    out = []
-    for fd in sorted(fds):
-        try:
-            out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
-        except OSError:
-            out.append(f"{fd} -> ?")
-    return ", ".join(out)
-
-
-@pytest.fixture(autouse=True)
-def _no_leaks():
-    """No descriptor outlives a test, and no ResourceWarning is raised.
-
-    Autouse, so it is set up before the ``loop`` fixture and checks after
-    that loop has been closed.
-    """
-    gc.collect()
-    before = open_fds()
-    yield
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
-    assert unclosed == []
-    leaked = open_fds() - before
-    assert not leaked, f"leaked descriptors: {_describe_fds(leaked)}"
 
 
 @pytest.fixture
