@@ -47,12 +47,11 @@ var = contextvars.ContextVar("var", default=None)
 class Entry:
     """One scheduled callback and what became of it."""
 
-    def __init__(self, ident, kind, scheduled_at, when=None, thread=None):
+    def __init__(self, ident, kind, thread=None):
         self.ident = ident
         self.kind = kind  # "soon", "timer", "threadsafe"
-        self.scheduled_at = scheduled_at  # the script's step counter
-        self.scheduled_time = None  # loop.time() then (timers)
-        self.when = when
+        self.scheduled_time = None  # loop.time() when scheduled (timers)
+        self.when = None  # its handle's when() (timers)
         self.thread = thread
         self.handle = None
         self.cancelled_at = None  # step of a cancel() before it ran
@@ -85,9 +84,9 @@ class Script:
 
     # -- scheduling
 
-    def _new(self, kind, when=None, thread=None):
+    def _new(self, kind, thread=None):
         with self.lock:
-            e = Entry(len(self.entries), kind, self._tick(), when, thread)
+            e = Entry(len(self.entries), kind, thread)
             self.entries.append(e)
         return e
 

@@ -48,14 +48,24 @@ class HandOff(asyncio.Protocol):
         self.transport.set_protocol(self.then)
 
 
-def _pause_reading(loop, transport, resume, how):
-    """Pauses the transport's reading; ``resume`` comes by ``call_soon``
-    or, ``how`` being "call_later", a millisecond later."""
-    transport.pause_reading()
-    if how == "call_soon":
-        loop.call_soon(resume)
-    else:
-        loop.call_later(0.001, resume)
+class PausesItself:
+    """A protocol that pauses its own reading and resumes it by
+    ``call_soon`` or, ``how`` being "call_later", a millisecond later;
+    ``paused`` says which it is in."""
+
+    paused = False
+
+    def pause_then_resume(self, loop, how):
+        self.paused = True
+        self.transport.pause_reading()
+        if how == "call_soon":
+            loop.call_soon(self.resume)
+        else:
+            loop.call_later(0.001, self.resume)
+
+    def resume(self):
+        self.paused = False
+        self.transport.resume_reading()
 
 
 def test_many_connections_receiving_at_once_each_get_their_bytes(loop):
@@ -101,10 +111,9 @@ def test_pausing_in_each_data_received_loses_and_reorders_nothing(loop, resume):
     # in order, and nothing is delivered while paused.
     data = payload(400 * 1000)
 
-    class Pausing(asyncio.Protocol):
+    class Pausing(PausesItself, asyncio.Protocol):
         def __init__(self):
             self.got = bytearray()
-            self.paused = False
             self.done = loop.create_future()
 
         def connection_made(self, transport):
@@ -113,12 +122,7 @@ def test_pausing_in_each_data_received_loses_and_reorders_nothing(loop, resume):
         def data_received(self, chunk):
             assert not self.paused, "data_received while paused"
             self.got += chunk
-            self.paused = True
-            _pause_reading(loop, self.transport, self.resume, resume)
-
-        def resume(self):
-            self.paused = False
-            self.transport.resume_reading()
+            self.pause_then_resume(loop, resume)
 
         def eof_received(self):
             self.done.set_result(bytes(self.got))
@@ -249,13 +253,12 @@ def test_a_buffered_protocol_that_pauses_or_gives_way_mid_receive_gets_no_more(l
         def eof_received(self):
             self.done.set_result(None)
 
-    class Buffered(asyncio.BufferedProtocol):
+    class Buffered(PausesItself, asyncio.BufferedProtocol):
         def __init__(self, then):
             self.then = then
             self.buf = bytearray(700)
             self.got = bytearray()
             self.calls = 0
-            self.paused = False
             self.current = True
 
         def get_buffer(self, sizehint):
@@ -274,12 +277,7 @@ def test_a_buffered_protocol_that_pauses_or_gives_way_mid_receive_gets_no_more(l
                 self.current = False
                 self.transport.set_protocol(self.then)
             elif self.calls % 3 == 0:
-                self.paused = True
-                _pause_reading(loop, self.transport, self.resume, resume)
-
-        def resume(self):
-            self.paused = False
-            self.transport.resume_reading()
+                self.pause_then_resume(loop, resume)
 
         def eof_received(self):
             errors.append("eof_received() on the replaced protocol")
