@@ -134,6 +134,50 @@ def test_tls_streams(loop, server_ctx, client_ctx):
     assert loop.run_until_complete(main()) == b"SECRET\n"
 
 
+@pytest.mark.parametrize("high, low", [(0, None), (None, 0), (0, 0)])
+def test_zero_high_water_does_not_pause_an_idle_tls_transport(loop, loop_name, server_ctx,
+                                                              client_ctx, high, low):
+    """A high-water mark of 0 (drain() waits for a full flush) pauses a TLS
+    transport only when something is buffered, as it does a plain one.
+    asyncio's sslproto pauses at a size >= high, so an idle transport is
+    paused at once and resumed only by a later write or read: drain() with
+    nothing written hangs there (zloop's TLS protocol pauses at > high)."""
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's sslproto pauses an empty buffer at high=0 (drain hangs)")
+
+    async def handle(reader, writer):
+        await reader.read()
+        writer.close()
+        await writer.wait_closed()
+
+    async def main():
+        server = await asyncio.start_server(handle, HOST, 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection(
+            HOST, port, ssl=client_ctx, server_hostname="localhost")
+        # TLS 1.3 session tickets arrive after the handshake; each read
+        # rechecks the pause, which would hide the bug: let them land.
+        await asyncio.sleep(0.1)
+        paused = []
+        protocol = writer.transport.get_protocol()
+        original = protocol.pause_writing
+        protocol.pause_writing = lambda: (paused.append(True), original())
+        writer.transport.set_write_buffer_limits(high=high, low=low)
+        await wait_for(writer.drain(), 5)
+        paused_idle = len(paused)
+        # More than the sockets hold: the rest waits in the TLS buffer.
+        writer.write(b"x" * (8 << 20))
+        await wait_for(writer.drain(), 20)
+        size = writer.transport.get_write_buffer_size()
+        writer.close()
+        await writer.wait_closed()
+        await _close_server(server)
+        return paused_idle, len(paused) > 0, size
+
+    # Not paused while idle; paused by the big write, then drained.
+    assert loop.run_until_complete(main()) == (0, True, 0)
+
+
 def test_untrusted_certificate_fails_the_handshake(loop, server_ctx, quiet_handler):
     async def main():
         server, addr, _ = await _tls_server(loop, server_ctx)

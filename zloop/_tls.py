@@ -59,12 +59,47 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
         raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
 
 
+class _SSLProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS state machine, with one fix: write flow control.
+
+    ``SSLProtocol`` pauses the application when its buffered size is at
+    least the high-water mark, where every other transport pauses when the
+    size is above it (``_FlowControlMixin``; the documented contract). With
+    ``set_write_buffer_limits(high=0)``, the usual way to make ``drain()``
+    wait for a flush, an idle TLS transport with nothing buffered was
+    paused at once and resumed only by a later write or read, so a
+    ``drain()`` in between hung for ever.
+    """
+
+    def _control_app_writing(self):
+        size = self._get_write_buffer_size()
+        if not self._app_writing_paused and size > self._outgoing_high_water:
+            self._app_writing_paused = True
+            self._tell_app("pause_writing")
+        elif self._app_writing_paused and size <= self._outgoing_low_water:
+            self._app_writing_paused = False
+            self._tell_app("resume_writing")
+
+    def _tell_app(self, name):
+        try:
+            getattr(self._app_protocol, name)()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler({
+                "message": f"protocol.{name}() failed",
+                "exception": exc,
+                "transport": self._app_transport,
+                "protocol": self,
+            })
+
+
 def ssl_protocol(loop, app_protocol, ssl, waiter, *, server_side, server_hostname=None,
                  handshake_timeout=None, shutdown_timeout=None, call_connection_made=True):
     """The TLS protocol to give the raw transport. ``ssl=True`` means a
     default client context, made by SSLProtocol itself."""
     context = None if isinstance(ssl, bool) else ssl
-    return sslproto.SSLProtocol(
+    return _SSLProtocol(
         loop,
         app_protocol,
         context,

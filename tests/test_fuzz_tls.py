@@ -1,0 +1,184 @@
+"""Randomised scripts over TLS (issue 3): ``create_server(ssl=)`` with
+``create_connection(ssl=)``, or a plain connection that both ends upgrade
+with ``loop.start_tls()`` after a plain preamble.
+
+The ends, the client's script and the checks are ``test_fuzz_streams``'s,
+run through asyncio's ``sslproto`` (which zloop reuses) over zloop's
+transports.  TLS changes three things: a TLS transport cannot
+``write_eof()``, so the endings are ``close``, ``abort`` and an abort from
+the server; ...
+"""
+
+import asyncio
+import random
+import ssl
+
+import pytest
+
+from _fuzz import seeds
+from _net import wait_for
+from _support import no_leaks  # noqa: F401 (autouse)
+from test_fuzz_streams import _client_script, _make_end, _mismatch
+
+trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
+
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.filterwarnings("error::ResourceWarning"),
+]
+
+HOST = "127.0.0.1"
+_TIMEOUT = 20
+
+
+@pytest.fixture(scope="module")
+def contexts():
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", HOST).configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    return server_ctx, client_ctx
+
+
+class Preamble(asyncio.Protocol):
+    """A plain connection's protocol until ``start_tls``: it collects
+    ``size`` bytes, then (on the server) answers ``go`` and upgrades."""
+
+    def __init__(self, loop, size, on_done):
+        self.size = size
+        self.got = bytearray()
+        self.on_done = on_done
+        self.transport = None
+        self.lost = loop.create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.got += data
+        if len(self.got) >= self.size:
+            # The next bytes are the peer's TLS: they wait in the socket
+            # until start_tls takes over.
+            self.transport.pause_reading()
+            self.on_done()
+
+    def connection_lost(self, exc):
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+async def _connect_tls(loop, rng, server_end, client_end, contexts):
+    """create_server(ssl=) and create_connection(ssl=); returns the server
+    and the client's transport."""
+    server_ctx, client_ctx = contexts
+    served = []
+
+    def factory():
+        served.append(None)
+        return server_end if len(served) == 1 else _make_end(loop, rng, "extra")
+
+    server = await loop.create_server(factory, HOST, 0, ssl=server_ctx)
+    addr = server.sockets[0].getsockname()[:2]
+    tr, _ = await wait_for(loop.create_connection(
+        lambda: client_end, *addr, ssl=client_ctx, server_hostname="localhost"), _TIMEOUT)
+    await wait_for(server_end.made, _TIMEOUT)
+    return server, tr, served
+
+
+async def _connect_start_tls(loop, rng, server_end, client_end, contexts):
+    """A plain connection that carries a preamble of plain bytes, then both
+    ends' ``start_tls``."""
+    server_ctx, client_ctx = contexts
+    preamble = rng.randbytes(rng.choice([1, rng.randint(2, 4096), rng.randint(4096, 200_000)]))
+    served = []
+    upgraded = loop.create_future()
+
+    async def upgrade(plain):
+        try:
+            tls = await loop.start_tls(plain.transport, server_end, server_ctx, server_side=True)
+        except BaseException as exc:
+            upgraded.set_exception(exc)
+            raise
+        server_end.connection_made(tls)
+        upgraded.set_result(bytes(plain.got))
+
+    def factory():
+        plain = Preamble(loop, len(preamble), lambda: None)
+        plain.on_done = lambda: (plain.transport.write(b"go"), loop.create_task(upgrade(plain)))
+        served.append(plain)
+        return plain
+
+    server = await loop.create_server(factory, HOST, 0)
+    addr = server.sockets[0].getsockname()[:2]
+    go = loop.create_future()
+    client_plain = Preamble(loop, 2, lambda: go.set_result(None))
+    tr, _ = await wait_for(loop.create_connection(lambda: client_plain, *addr), _TIMEOUT)
+    tr.write(preamble)
+    await wait_for(go, _TIMEOUT)
+    assert bytes(client_plain.got) == b"go"
+    tls = await wait_for(loop.start_tls(tr, client_end, client_ctx, server_hostname="localhost"),
+                         _TIMEOUT)
+    client_end.connection_made(tls)
+    assert await wait_for(upgraded, _TIMEOUT) == preamble
+    return server, tls, served
+
+
+async def _case(loop, contexts, seed):
+    rng = random.Random(seed)
+    how = rng.choice([_connect_tls, _connect_start_tls])
+    ending = rng.choices(["close", "abort", "server_abort"], weights=[55, 30, 15])[0]
+    server_end = _make_end(loop, random.Random(rng.random()), "server")
+    client_end = _make_end(loop, random.Random(rng.random()), "client")
+    client_end.echo = False
+    server_end.over_tls = client_end.over_tls = True
+    if ending == "server_abort":
+        server_end.abort_after = rng.randint(1, 256 * 1024)
+    server_close = rng.choice(["auto", "close"])
+    if server_close == "close":
+        server_end.keep_open_on_eof = True
+        server_end.on_eof = lambda: loop.call_soon(server_end.latest().transport.close)
+
+    server, tr, served = await how(loop, rng, server_end, client_end, contexts)
+    sent = bytearray()
+    try:
+        await _client_script(rng, client_end, sent, peer_may_end=ending == "server_abort")
+        client_end.resume_reading()
+        if ending == "server_abort":
+            while client_end.latest().state != "lost":
+                data = rng.randbytes(rng.randint(1, 65536))
+                tr.write(data)
+                sent += data
+                await asyncio.sleep(0.001)
+        elif ending == "close":
+            tr.close()
+        else:
+            tr.abort()
+        await wait_for(client_end.lost, _TIMEOUT)
+        await wait_for(server_end.lost, _TIMEOUT)
+    finally:
+        for end in (client_end, server_end):
+            if end.transport is not None and not end.lost.done():
+                end.transport.abort()
+        await asyncio.sleep(0)
+        server.close()
+        await wait_for(server.wait_closed(), _TIMEOUT)
+
+    server_end, client_end = server_end.latest(), client_end.latest()
+    got, echoed = bytes(server_end.received), bytes(client_end.received)
+    if ending == "close" and not server_end.echo:
+        assert got == bytes(sent), _mismatch("server", got, sent)
+    else:
+        assert bytes(sent).startswith(got), _mismatch("server", got, sent)
+    assert bytes(server_end.echoed).startswith(echoed), _mismatch(
+        "client (echo)", echoed, server_end.echoed)
+    for end in (server_end, client_end):
+        end.check_kept()
+        assert end.errors == []
+        assert end.state == "lost"
+    assert len(served) == 1
+
+
+@pytest.mark.parametrize("seed", seeds())
+def test_random_tls_script(loop, contexts, seed):
+    loop.run_until_complete(_case(loop, contexts, seed))
