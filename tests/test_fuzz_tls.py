@@ -3,10 +3,33 @@
 with ``loop.start_tls()`` after a plain preamble.
 
 The ends, the client's script and the checks are ``test_fuzz_streams``'s,
-run through asyncio's ``sslproto`` (which zloop reuses) over zloop's
-transports.  TLS changes three things: a TLS transport cannot
-``write_eof()``, so the endings are ``close``, ``abort`` and an abort from
-the server; ...
+run through asyncio's ``sslproto`` (which zloop reuses) over each loop's
+transports.  The same seed runs on stock asyncio and on zloop.  What TLS
+changes:
+
+- a TLS transport cannot ``write_eof()``: the endings are ``close``,
+  ``abort`` and an abort from the server, and a server that keeps the
+  connection open after EOF closes it (never ``write_eof``);
+- the plain bytes of a ``start_tls`` preamble arrive whole at the server's
+  plain protocol, and nothing of the TLS handshake does;
+- ``loop.sendfile()`` takes asyncio's fallback (``write()`` in chunks,
+  under a protocol that refuses data), so an end never resumes reading
+  while that protocol holds its transport.
+
+Three of ``test_fuzz_streams``' rules are relaxed over TLS, because
+asyncio's ``sslproto`` does not keep them whatever the loop (each is
+named where ``test_fuzz_streams`` checks it):
+
+- a ``BufferedProtocol`` may be asked ``get_buffer()`` without a
+  ``buffer_updated()`` (sslproto asks before each attempt to decrypt),
+  also before ``start_tls()`` returned and after ``eof_received()``;
+- ``eof_received()`` may come while reading is paused (a resume scheduled
+  before the pause runs sslproto's flush anyway);
+- no write-buffer limits with a high-water mark of 0: asyncio's sslproto
+  pauses an idle transport there and nothing resumes it (zloop's TLS
+  protocol pauses above the mark; ``test_tls`` has the case).
+
+``ZLOOP_FUZZ_SEEDS`` picks the seeds, as for ``test_fuzz_streams.py``.
 """
 
 import asyncio
