@@ -23,6 +23,11 @@ syscalls per request come from two runs of the same server under `strace -c`
 call), taking n and 3n requests: their difference over 2n. glibc is told not to copy
 with `rep movsb`, which callgrind counts once per byte (a 10 KiB memcpy would
 read as 10,240 instructions); its vector loop counts as what it executes.
+
+The C floor (echo.py's echo_floor.c: epoll_wait, recv, send and nothing else)
+is counted the same way, once per message size, so each loop's instructions
+above the floor's are its own work per request, repeatable to a few percent
+where the wall-clock gap to the floor (echo.py) spreads by microseconds.
 """
 
 import glob
@@ -128,16 +133,24 @@ def dump_totals(path):
     return dict(zip(events, totals))
 
 
+def server_cmd(args, name, script_dir, mode, port):
+    """The echo server's argv: uvloop's echoserver.py on loop `name`, or the
+    C floor (which echoes the same way in every mode)."""
+    if name == echo.FLOOR:
+        return [echo.build_floor(), "127.0.0.1", str(port)]
+    return [args.python] + echo_server_args(name, script_dir, mode, port)
+
+
 def count_echo(args, name, script_dir, mode, size, n):
     """One echo server under callgrind; {instructions, syscalls} per request."""
     out_dir = os.path.join(common.CACHE_DIR, "callgrind")
     os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "echo-%s.out" % name)
+    base = os.path.join(out_dir, "echo-%s.out" % name.replace(" ", "-"))
     for old in glob.glob(base + "*"):
         os.remove(old)
     port = common.free_port()
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base,
-           args.python] + echo_server_args(name, script_dir, mode, port)
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base] + server_cmd(
+        args, name, script_dir, mode, port)
     env = dict(os.environ, PYTHONHASHSEED="0", GLIBC_TUNABLES=NO_REP_STRINGS)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, cwd=common.CHILD_CWD, env=env)
@@ -182,8 +195,7 @@ def count_syscalls(args, name, script_dir, mode, size, n):
     """Syscalls of a whole server run: start-up, warm-up and n requests."""
     out = os.path.join(common.CACHE_DIR, "strace-echo.txt")
     port = common.free_port()
-    cmd = ["strace", "-f", "-c", "-o", out, args.python] + echo_server_args(
-        name, script_dir, mode, port)
+    cmd = ["strace", "-f", "-c", "-o", out] + server_cmd(args, name, script_dir, mode, port)
     env = dict(os.environ, PYTHONHASHSEED="0")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=common.CHILD_CWD, env=env)
@@ -235,7 +247,17 @@ def run_echo(args, present, names, info, rounds):
     n = 500 if args.quick else 2000
     samples, errors = {}, {}
     cells = echo_cells(args)
+    floor = echo.FLOOR
     for rnd in range(rounds):
+        for size in sorted({size for _, size in cells}):
+            print("icount echo round %d/%d: %s %s" % (rnd + 1, rounds, floor,
+                  echo.size_label(size)), file=sys.stderr)
+            try:
+                res = count_echo(args, floor, script_dir, "proto", size, n)
+                samples.setdefault(("floor", size, floor), []).append(res)
+            except Exception as exc:
+                errors[("floor", size, floor)] = str(exc)
+                print("  FAILED: %s" % exc, file=sys.stderr)
         for mode, size in cells:
             for name in present:
                 print("icount echo round %d/%d: %s %s %s" % (rnd + 1, rounds, name, mode,
@@ -249,18 +271,21 @@ def run_echo(args, present, names, info, rounds):
     rows = []
     for mode, size in cells:
         row = {"bench": "%s %s" % (mode, echo.size_label(size)), "loops": {}}
-        for name in names:
+        for name in names + [floor]:
+            key = ("floor" if name == floor else mode, size, name)
             row["loops"][name] = common.loop_entry(
-                name, info, samples.get((mode, size, name)), errors.get((mode, size, name)),
+                name, None if name == floor else info, samples.get(key), errors.get(key),
                 {"instructions_per_request": ("instructions", False),
                  "syscalls_per_request": ("syscalls", False)})
         rows.append(row)
+    cols = names + [floor]
     md = ("\n### icount echo: server instructions per request under callgrind (in brackets: "
           "%s's ÷ this one's, >1 is cheaper)\n\n" % args.baseline)
-    md += common.ratio_table(rows, names, "instructions_per_request", args.baseline,
+    md += common.ratio_table(rows, cols, "instructions_per_request", args.baseline,
                              "mode, size", higher_is_better=False, stat="median")
+    md += floor_gap_table(rows, names, floor)
     md += ("\n### icount echo: server syscalls per request\n\n")
-    md += common.ratio_table(rows, names, "syscalls_per_request", args.baseline,
+    md += common.ratio_table(rows, cols, "syscalls_per_request", args.baseline,
                              "mode, size", higher_is_better=False, stat="median")
     pauses = ", ".join("%s %g ms" % (m, p * 1000) for m, p in sorted(ECHO_PAUSE_S.items()))
     md += ("\nuvloop's echoserver.py, unchanged; one connection, sequential round trips "
@@ -268,6 +293,27 @@ def run_echo(args, present, names, info, rounds):
            "(I(3n) − I(n)) / 2n with n = %d after %d warm-up requests; user-space "
            "instructions only (the kernel's work is in the syscalls).\n" % (pauses, n, ECHO_WARMUP))
     return rows, md
+
+
+def floor_gap_table(rows, names, floor):
+    """Markdown: each loop's instructions per request above the C floor's
+    (medians; also kept in each row as `above_floor`)."""
+    lines = ["| mode, size | %s |" % " | ".join(names), "|" + "---|" * (len(names) + 1)]
+    for row in rows:
+        base = row["loops"][floor]
+        cells = []
+        for name in names:
+            entry = row["loops"][name]
+            if entry.get("status") != "ok" or base.get("status") != "ok":
+                cells.append("n/a")
+                continue
+            gap = (entry["instructions_per_request"]["median"]
+                   - base["instructions_per_request"]["median"])
+            entry["above_floor"] = gap
+            cells.append(common.fmt(gap))
+        lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
+    return ("\n### icount echo: server instructions per request above the C floor's "
+            "(its own work)\n\n" + "\n".join(lines) + "\n")
 
 
 def run_suite(args, names, info):
