@@ -88,6 +88,19 @@ def _noop_signal_handler(signum, frame):
 class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio.AbstractEventLoop):
     """An asyncio event loop whose engine is written in Zig."""
 
+    # The loop's own attributes are slots, so its __dict__ is made only when
+    # someone else assigns one: on 3.13, whose instances of a native-based
+    # class keep no inline values, a dict that was never made is what lets
+    # the interpreter specialize `loop.call_later(...)` and the like
+    # (LOAD_ATTR_METHOD_LAZY_DICT). 3.11 and 3.12 specialize either way.
+    __slots__ = (
+        "_pid", "_default_executor", "_executor_shutdown_called", "_exception_handler",
+        "_asyncgens", "_asyncgens_shutdown_called", "_coroutine_origin_tracking_enabled",
+        "_coroutine_origin_tracking_saved_depth", "_signal_handlers", "_signal_rsock",
+        "_signal_wsock", "_reader_fileobjs", "_writer_fileobjs", "_zloop_children",
+        "__dict__",  # LoopCore has weak references already
+    )
+
     def __init__(self):
         self._pid = os.getpid()
         self._default_executor = None

@@ -109,7 +109,8 @@ class _SocketOwner:
         return "<{}>".format(" ".join(info))
 
     def __del__(self, _warn=warnings.warn):
-        sock = self.__dict__.get("_sock")
+        # Unset if __init__ failed early.
+        sock = getattr(self, "_sock", None)
         if sock is not None:
             _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
             sock.close()
@@ -121,7 +122,15 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     ``SocketTransportCore`` derives from ``asyncio.Transport``; this class
     adds an instance ``__dict__`` and weak references, as asyncio's
     transports have.
+
+    The attributes every transport sets are slots, so the ``__dict__`` of
+    one that nobody assigned attributes to is never made: on 3.13, whose
+    instances of a native-based class keep no inline values, that is what
+    lets the interpreter specialize ``transport.write(...)`` and the like
+    (``LOAD_ATTR_METHOD_LAZY_DICT``) instead of looking them up each time.
     """
+
+    __slots__ = ("_sock", "_loop", "_server", "_protocol_connected", "__dict__", "__weakref__")
 
     _start_tls_compatible = True
     # loop.sendfile() runs os.sendfile on the socket (zloop._sendfile).
