@@ -94,3 +94,14 @@ def test_method_lookups_on_a_socket_transport_are_specialized(loop):
             loop.run_until_complete(asyncio.sleep(0))
     finally:
         b.close()
+
+
+def test_method_lookups_on_a_datagram_transport_are_specialized(loop):
+    transport, _ = loop.run_until_complete(
+        loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0)))
+    try:
+        _skip_unless_inline_values_possible(transport)
+        _assert_cached(_method_loads(transport, "is_closing", "get_write_buffer_size"))
+    finally:
+        transport.close()
+        loop.run_until_complete(asyncio.sleep(0))

@@ -33,8 +33,12 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
     this class adds an instance ``__dict__`` and weak references, as
     asyncio's transports have, and ``asyncio.Transport`` as a base: asyncio's
     datagram transport is one too (through ``_SelectorTransport``), and
-    CPython's test_events asserts it.
+    CPython's test_events asserts it. Its own attributes are slots, as
+    the stream transport's are (see there: 3.13 specializes
+    ``transport.sendto(...)`` while no ``__dict__`` was made).
     """
+
+    __slots__ = ("_sock", "_loop", "__dict__", "__weakref__")
 
     max_size = 256 * 1024
 
