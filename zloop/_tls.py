@@ -60,16 +60,31 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
 
 
 class _SSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS state machine, with one fix: write flow control.
+    """asyncio's TLS state machine, with three fixes.
 
-    ``SSLProtocol`` pauses the application when its buffered size is at
-    least the high-water mark, where every other transport pauses when the
-    size is above it (``_FlowControlMixin``; the documented contract). With
-    ``set_write_buffer_limits(high=0)``, the usual way to make ``drain()``
-    wait for a flush, an idle TLS transport with nothing buffered was
-    paused at once and resumed only by a later write or read, so a
-    ``drain()`` in between hung for ever.
+    - Write flow control: ``SSLProtocol`` pauses the application when its
+      buffered size is at least the high-water mark, where every other
+      transport pauses when the size is above it (``_FlowControlMixin``;
+      the documented contract). With ``set_write_buffer_limits(high=0)``,
+      the usual way to make ``drain()`` wait for a flush, an idle TLS
+      transport with nothing buffered was paused at once and resumed only
+      by a later write or read, so a ``drain()`` in between hung for ever.
+    - A ``BufferedProtocol`` whose ``get_buffer()`` returns a
+      ``bytearray`` got every TLS record after the first of each read
+      decrypted into a copy (``buf[offset:]`` of a bytearray is one) and
+      zeros in its own buffer, with the byte count still reported in full
+      (CPython gh-156275, open).
+    - When the peer's end of stream arrives with more decrypted data than
+      one ``get_buffer()`` holds, asyncio delivers one buffer and shuts
+      the connection down, dropping the rest (a peer that writes and then
+      closes at once is enough). Here the flush after the peer's EOF
+      delivers everything first; if the application pauses reading
+      meanwhile, the rest and ``eof_received()`` wait for its resume.
     """
+
+    # Set by a buffered read that filled the application's buffer: more
+    # may be waiting in the TLS object.
+    _more_to_read = False
 
     def _control_app_writing(self):
         size = self._get_write_buffer_size()
@@ -79,6 +94,48 @@ class _SSLProtocol(sslproto.SSLProtocol):
         elif self._app_writing_paused and size <= self._outgoing_low_water:
             self._app_writing_paused = False
             self._tell_app("resume_writing")
+
+    def _do_read__buffered(self):
+        self._more_to_read = False
+        buf = self._app_protocol_get_buffer(self._get_read_buffer_size())
+        view = memoryview(buf).cast("B")
+        wants = len(view)
+        filled = 0
+        count = 1  # 0 from a read: the peer's close_notify
+        try:
+            while filled < wants:
+                count = self._sslobj.read(wants - filled, view[filled:])
+                if count <= 0:
+                    break
+                filled += count
+        except sslproto.SSLAgainErrors:
+            pass
+        finally:
+            # Before buffer_updated(), which may resize a bytearray.
+            view.release()
+        if wants and filled == wants:
+            self._more_to_read = True
+            self._loop.call_soon(self._do_read)
+        if filled:
+            self._app_protocol_buffer_updated(filled)
+        if not count:
+            self._call_eof_received()
+            self._start_shutdown()
+
+    def _do_flush(self):
+        if not self._eof_received:
+            # Our own close(): asyncio's one last read, then the shutdown.
+            return super()._do_flush()
+        flushing = sslproto.SSLProtocolState.FLUSHING
+        while True:
+            self._more_to_read = False
+            self._do_read()
+            if self._state != flushing or self._app_reading_paused:
+                return  # failed or shut down already; or its resume flushes again
+            if not self._more_to_read:
+                break
+        self._set_state(sslproto.SSLProtocolState.SHUTDOWN)
+        self._do_shutdown()
 
     def _tell_app(self, name):
         try:
