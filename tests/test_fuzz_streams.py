@@ -199,7 +199,7 @@ class End:
     def eof_received(self):
         self._expect("open", what="eof_received")
         # sslproto may deliver the peer's close_notify while reading is
-        # paused (the bytes before it do wait for the resume).
+        # paused (see test_fuzz_tls).
         if self.reading_paused and not self.over_tls:
             self._bad("eof while reading is paused")
         self.state = "eof"
