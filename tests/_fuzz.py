@@ -20,3 +20,28 @@ def seeds():
 def kind(request):
     """The stream socket a case runs over (a module imports this to use it)."""
     return request.param
+
+
+def shaped(rng, data):
+    """``(data, arg)``: ``arg`` holds ``data``'s bytes as ``bytes``, a
+    ``bytearray``, or a memoryview into a larger object (a random lead
+    before them), for write() to take in every shape."""
+    form = rng.randrange(3)
+    if form == 1:
+        return data, bytearray(data)
+    if form == 2 and data:
+        lead = rng.randrange(4)
+        return data, memoryview(bytes(lead) + data)[lead:]
+    return data, data
+
+
+def write_random(rng, transport, sent, chunk, *, lines):
+    """One ``write()`` of ``chunk(rng)``, or (``lines``) one ``writelines()``
+    of one to four; appends what was written to ``sent``."""
+    parts = [chunk(rng) for _ in range(rng.randint(1, 4) if lines else 1)]
+    if lines:
+        transport.writelines([arg for _, arg in parts])
+    else:
+        transport.write(parts[0][1])
+    for data, _ in parts:
+        sent += data

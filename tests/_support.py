@@ -95,3 +95,18 @@ Debug mode is off: in debug mode the repr names where the handle was made.
         return repr(handle)
     finally:
         ref.close()
+
+
+def tls_contexts(host="127.0.0.1"):
+    """A throwaway CA's ``(server_ctx, client_ctx)``: the server's
+    certificate names ``localhost`` and ``host``; the client trusts the CA.
+    Skips the test without trustme."""
+    import ssl
+
+    trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", host).configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    return server_ctx, client_ctx

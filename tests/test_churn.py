@@ -14,12 +14,11 @@ import asyncio
 import collections
 import gc
 import socket
-import ssl
 
 import pytest
 
 from _net import wait_for
-from _support import no_leaks, rss_bytes  # noqa: F401 (no_leaks: autouse)
+from _support import no_leaks, rss_bytes, tls_contexts  # noqa: F401 (no_leaks: autouse)
 
 pytestmark = [
     pytest.mark.network,
@@ -58,13 +57,7 @@ def check_flat(loop, batch, warm_up, counted):
 
 @pytest.fixture(scope="module")
 def contexts():
-    trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", HOST).configure_cert(server_ctx)
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
-    return server_ctx, client_ctx
+    return tls_contexts(HOST)
 
 
 def _stream_batch(kind, path, contexts):

@@ -36,7 +36,7 @@ import socket
 
 import pytest
 
-from _fuzz import seeds
+from _fuzz import seeds, shaped, write_random
 from _net import wait_for
 from _support import no_leaks  # noqa: F401 (autouse)
 
@@ -156,14 +156,7 @@ def _chunk(rng):
     size = rng.choices([rng.randint(1, 100), rng.randint(100, 8192),
                         rng.randint(8192, 128 * 1024), rng.randint(128 * 1024, 1024 * 1024)],
                        weights=[35, 35, 25, 5])[0]
-    data = rng.randbytes(size)
-    form = rng.randrange(3)
-    if form == 1:
-        return data, bytearray(data)
-    if form == 2:
-        lead = rng.randrange(4)
-        return data, memoryview(bytes(lead) + data)[lead:]
-    return data, data
+    return shaped(rng, rng.randbytes(size))
 
 
 async def _script(rng, reader, writer, sent):
@@ -173,15 +166,8 @@ async def _script(rng, reader, writer, sent):
             return
         op = rng.choices(["write", "writelines", "limits", "size", "drain", "pause", "nap", "yield"],
                          weights=[40, 10, 5, 4, 15, 5, 6, 15])[0]
-        if op == "write":
-            data, arg = _chunk(rng)
-            tr.write(arg)
-            sent += data
-        elif op == "writelines":
-            parts = [_chunk(rng) for _ in range(rng.randint(1, 4))]
-            tr.writelines([arg for _, arg in parts])
-            for data, _ in parts:
-                sent += data
+        if op in ("write", "writelines"):
+            write_random(rng, tr, sent, _chunk, lines=op == "writelines")
         elif op == "limits":
             high = rng.choice([0, 1, 1024, 64 * 1024, 1024 * 1024])
             tr.set_write_buffer_limits(high=high, low=rng.choice([None, 0, high // 4]))

@@ -43,7 +43,7 @@ import zlib
 
 import pytest
 
-from _fuzz import kind, seeds  # noqa: F401 (kind: a fixture)
+from _fuzz import kind, seeds, shaped  # noqa: F401 (kind: a fixture)
 from _net import wait_for
 from _support import no_leaks  # noqa: F401 (autouse)
 
@@ -290,14 +290,7 @@ def _chunk(rng):
          rng.randint(4096, 65536), rng.randint(256 * 1024, 2 * 1024 * 1024)],
         weights=[2, 30, 35, 28, 5],
     )[0]
-    data = rng.randbytes(size)
-    form = rng.randrange(3)
-    if form == 1:
-        return data, bytearray(data)
-    if form == 2 and size:
-        lead = rng.randrange(4)
-        return data, memoryview(bytes(lead) + data)[lead:]
-    return data, data
+    return shaped(rng, rng.randbytes(size))
 
 
 def _limits(rng):
@@ -440,6 +433,37 @@ def _make_end(loop, rng, name):
     )
 
 
+async def _script_and_end(rng, tr, client_end, server_end, sent, ending):
+    """The client's script, then its ending; waits for both ends' loss."""
+    await _client_script(rng, client_end, sent, peer_may_end=ending == "server_abort")
+    client_end.resume_reading()
+    if ending == "server_abort":
+        # Keep writing until the server's abort reaches the client.
+        while client_end.latest().state != "lost":
+            data = rng.randbytes(rng.randint(1, 65536))
+            tr.write(data)
+            sent += data
+            await asyncio.sleep(0.001)
+    elif ending == "write_eof":
+        tr.write_eof()
+    elif ending == "close":
+        tr.close()
+    else:
+        tr.abort()
+    await wait_for(client_end.lost, _TIMEOUT)
+    await wait_for(server_end.lost, _TIMEOUT)
+
+
+async def _tear_down(client_end, server_end, server):
+    """Whatever the case left open (it failed): aborted; the server closed."""
+    for end in (client_end, server_end):
+        if end.transport is not None and not end.lost.done():
+            end.transport.abort()
+    await asyncio.sleep(0)
+    server.close()
+    await wait_for(server.wait_closed(), _TIMEOUT)
+
+
 async def _case(loop, kind, path, seed):
     rng = random.Random(seed)
     ending = rng.choices(["write_eof", "close", "abort", "server_abort"],
@@ -479,30 +503,9 @@ async def _case(loop, kind, path, seed):
     try:
         tr, _ = await wait_for(connect(lambda: client_end), _TIMEOUT)
         await wait_for(server_end.made, _TIMEOUT)
-        await _client_script(rng, client_end, sent, peer_may_end=ending == "server_abort")
-        client_end.resume_reading()
-        if ending == "server_abort":
-            # Keep writing until the server's abort reaches the client.
-            while client_end.latest().state != "lost":
-                data = rng.randbytes(rng.randint(1, 65536))
-                tr.write(data)
-                sent += data
-                await asyncio.sleep(0.001)
-        elif ending == "write_eof":
-            tr.write_eof()
-        elif ending == "close":
-            tr.close()
-        else:
-            tr.abort()
-        await wait_for(client_end.lost, _TIMEOUT)
-        await wait_for(server_end.lost, _TIMEOUT)
+        await _script_and_end(rng, tr, client_end, server_end, sent, ending)
     finally:
-        for end in (client_end, server_end):
-            if end.transport is not None and not end.lost.done():
-                end.transport.abort()
-        await asyncio.sleep(0)
-        server.close()
-        await wait_for(server.wait_closed(), _TIMEOUT)
+        await _tear_down(client_end, server_end, server)
 
     server_end, client_end = server_end.latest(), client_end.latest()
     got, echoed = bytes(server_end.received), bytes(client_end.received)

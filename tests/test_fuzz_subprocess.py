@@ -30,7 +30,7 @@ import subprocess
 
 import pytest
 
-from _fuzz import seeds
+from _fuzz import seeds, shaped, write_random
 from _net import wait_for
 from _support import no_leaks  # noqa: F401 (autouse)
 
@@ -126,28 +126,15 @@ class Child(asyncio.SubprocessProtocol):
 def _chunk(rng):
     size = rng.choices([rng.randint(1, 100), rng.randint(100, 65536),
                         rng.randint(65536, 256 * 1024)], weights=[40, 45, 15])[0]
-    data = rng.randbytes(size)
-    form = rng.randrange(3)
-    if form == 1:
-        return data, bytearray(data)
-    if form == 2:
-        return data, memoryview(b"xx" + data)[2:]
-    return data, data
+    return shaped(rng, rng.randbytes(size))
 
 
 async def _script(rng, child, stdin, sent):
     for _ in range(rng.randint(3, 40)):
         op = rng.choices(["write", "writelines", "limits", "drain", "pause", "nap", "yield"],
                          weights=[40, 10, 5, 15, 8, 7, 15])[0]
-        if op == "write":
-            data, arg = _chunk(rng)
-            stdin.write(arg)
-            sent += data
-        elif op == "writelines":
-            parts = [_chunk(rng) for _ in range(rng.randint(1, 4))]
-            stdin.writelines([arg for _, arg in parts])
-            for data, _ in parts:
-                sent += data
+        if op in ("write", "writelines"):
+            write_random(rng, stdin, sent, _chunk, lines=op == "writelines")
         elif op == "limits":
             high = rng.choice([0, 1024, 64 * 1024, 1024 * 1024])
             stdin.set_write_buffer_limits(high=high)

@@ -36,16 +36,13 @@ named where ``test_fuzz_streams`` checks it):
 
 import asyncio
 import random
-import ssl
 
 import pytest
 
 from _fuzz import seeds
 from _net import wait_for
-from _support import no_leaks  # noqa: F401 (autouse)
-from test_fuzz_streams import _client_script, _make_end, _mismatch
-
-trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
+from _support import no_leaks, tls_contexts  # noqa: F401 (no_leaks: autouse)
+from test_fuzz_streams import _make_end, _mismatch, _script_and_end, _tear_down
 
 pytestmark = [
     pytest.mark.network,
@@ -58,12 +55,7 @@ _TIMEOUT = 20
 
 @pytest.fixture(scope="module")
 def contexts():
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", HOST).configure_cert(server_ctx)
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
-    return server_ctx, client_ctx
+    return tls_contexts(HOST)
 
 
 class Preamble(asyncio.Protocol):
@@ -167,27 +159,9 @@ async def _case(loop, contexts, seed):
     server, tr, served = await how(loop, rng, server_end, client_end, contexts)
     sent = bytearray()
     try:
-        await _client_script(rng, client_end, sent, peer_may_end=ending == "server_abort")
-        client_end.resume_reading()
-        if ending == "server_abort":
-            while client_end.latest().state != "lost":
-                data = rng.randbytes(rng.randint(1, 65536))
-                tr.write(data)
-                sent += data
-                await asyncio.sleep(0.001)
-        elif ending == "close":
-            tr.close()
-        else:
-            tr.abort()
-        await wait_for(client_end.lost, _TIMEOUT)
-        await wait_for(server_end.lost, _TIMEOUT)
+        await _script_and_end(rng, tr, client_end, server_end, sent, ending)
     finally:
-        for end in (client_end, server_end):
-            if end.transport is not None and not end.lost.done():
-                end.transport.abort()
-        await asyncio.sleep(0)
-        server.close()
-        await wait_for(server.wait_closed(), _TIMEOUT)
+        await _tear_down(client_end, server_end, server)
 
     server_end, client_end = server_end.latest(), client_end.latest()
     got, echoed = bytes(server_end.received), bytes(client_end.received)
