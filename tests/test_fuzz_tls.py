@@ -17,16 +17,17 @@ changes:
   while that protocol holds its transport.
 
 Three of ``test_fuzz_streams``' rules are relaxed over TLS, because
-asyncio's ``sslproto`` does not keep them whatever the loop (each is
-named where ``test_fuzz_streams`` checks it):
+asyncio's ``sslproto`` does not keep them (each is named where
+``test_fuzz_streams`` checks it):
 
 - a ``BufferedProtocol`` may be asked ``get_buffer()`` without a
   ``buffer_updated()`` (sslproto asks before each attempt to decrypt),
   also before ``start_tls()`` returned and after ``eof_received()``;
-- ``eof_received()`` may come while reading is paused: sslproto hands
-  the peer's close_notify on in the read that delivered the data before
-  it, and shuts down at once, whatever the protocol did with that data
-  (zloop waits for the resume only when the peer's TCP EOF comes first);
+- ``eof_received()`` may come while reading is paused, on asyncio only:
+  its sslproto hands the peer's close_notify on in the read that
+  delivered the data before it, and shuts down at once, whatever the
+  protocol did with that data (zloop waits for the resume; ``test_tls``
+  has the case);
 - no write-buffer limits with a high-water mark of 0: asyncio's sslproto
   pauses an idle transport there and nothing resumes it (zloop's TLS
   protocol pauses above the mark; ``test_tls`` has the case).

@@ -300,6 +300,62 @@ def test_a_buffered_protocol_gets_everything_that_came_before_the_peers_eof(
     assert bytes(protocols[0].data) == _RECORDS
 
 
+class _PausesOnData(asyncio.Protocol):
+    def __init__(self, loop):
+        self.loop = loop
+        self.events = []
+        self.paused = False
+        self.lost = loop.create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.events.append("data while paused" if self.paused else "data")
+        self.transport.pause_reading()
+        self.paused = True
+        self.loop.call_later(0.05, self.resume)
+
+    def resume(self):
+        self.paused = False
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def eof_received(self):
+        self.events.append("eof while paused" if self.paused else "eof")
+
+    def connection_lost(self, exc):
+        self.lost.set_result(exc)
+
+
+def test_eof_waits_for_the_resume_of_a_protocol_that_paused_on_the_data_before_it(
+        loop, loop_name, server_ctx, client_ctx):
+    """The peer writes and closes at once: its data and its close_notify
+    come in one read. The protocol pauses reading in data_received():
+    eof_received() comes after its resume, as it would over plain TCP
+    (asyncio's sslproto calls it while paused, then shuts down)."""
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's sslproto calls eof_received() while reading is paused")
+    protocols = []
+
+    def factory():
+        protocols.append(_PausesOnData(loop))
+        return protocols[-1]
+
+    async def main():
+        server = await loop.create_server(factory, HOST, 0, ssl=server_ctx)
+        reader, writer = await asyncio.open_connection(
+            *server.sockets[0].getsockname()[:2], ssl=client_ctx, server_hostname="localhost")
+        writer.write(b"last words")
+        writer.close()
+        await writer.wait_closed()
+        exc = await wait_for(protocols[0].lost)
+        await _close_server(server)
+        return protocols[0].events, exc
+
+    assert loop.run_until_complete(main()) == (["data", "eof"], None)
+
+
 async def _first_lost(protocols):
     while not protocols:
         await asyncio.sleep(0.001)

@@ -60,7 +60,7 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
 
 
 class _SSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS state machine, with three fixes.
+    """asyncio's TLS state machine, with four fixes.
 
     - Write flow control: ``SSLProtocol`` pauses the application when its
       buffered size is at least the high-water mark, where every other
@@ -80,11 +80,19 @@ class _SSLProtocol(sslproto.SSLProtocol):
       closes at once is enough). Here the flush after the peer's EOF
       delivers everything first; if the application pauses reading
       meanwhile, the rest and ``eof_received()`` wait for its resume.
+    - When the application pauses reading in the callback of the read that
+      also met the peer's close_notify, asyncio went on to call
+      ``eof_received()`` (while paused) and shut down. Here both wait for
+      the resume, whose read meets the close_notify again, as they would
+      had the pause come before the read.
     """
 
     # Set by a buffered read that filled the application's buffer: more
     # may be waiting in the TLS object.
     _more_to_read = False
+    # Set when a read met the close_notify with the application paused:
+    # the shutdown that read starts next is skipped (its resume reads again).
+    _eof_waits_for_resume = False
 
     def _control_app_writing(self):
         size = self._get_write_buffer_size()
@@ -121,6 +129,19 @@ class _SSLProtocol(sslproto.SSLProtocol):
         if not count:
             self._call_eof_received()
             self._start_shutdown()
+
+    def _call_eof_received(self):
+        reading = (sslproto.SSLProtocolState.WRAPPED, sslproto.SSLProtocolState.FLUSHING)
+        if self._app_reading_paused and self._state in reading:
+            self._eof_waits_for_resume = True
+            return
+        super()._call_eof_received()
+
+    def _start_shutdown(self):
+        if self._eof_waits_for_resume:
+            self._eof_waits_for_resume = False
+            return
+        super()._start_shutdown()
 
     def _do_flush(self):
         if not self._eof_received:
