@@ -130,16 +130,17 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     (``LOAD_ATTR_METHOD_LAZY_DICT``) instead of looking them up each time.
     """
 
-    __slots__ = ("_sock", "_loop", "_server", "_protocol_connected", "__dict__", "__weakref__")
+    __slots__ = ("_sock", "_loop", "_server", "_protocol_connected", "_sendfile_fut",
+                 "__dict__", "__weakref__")
 
     _start_tls_compatible = True
     # loop.sendfile() runs os.sendfile on the socket (zloop._sendfile).
     _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
-    # The future of a loop.sendfile() in progress, failed if the connection
-    # goes first (as asyncio's empty waiter).
-    _sendfile_fut = None
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        # The future of a loop.sendfile() in progress, failed if the
+        # connection goes first (as asyncio's empty waiter).
+        self._sendfile_fut = None
         super().__init__(extra)
         self._extra["socket"] = trsock.TransportSocket(sock)
         try:
