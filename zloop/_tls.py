@@ -103,11 +103,22 @@ class _SSLProtocol(sslproto.SSLProtocol):
             self._app_writing_paused = False
             self._tell_app("resume_writing")
 
+    def eof_received(self):
+        keep_open = super().eof_received()
+        if self._state == sslproto.SSLProtocolState.FLUSHING:
+            # The flush stopped for a paused application: the transport
+            # must stay open for the rest, which its resume delivers.
+            return True
+        return keep_open
+
     def _do_read__buffered(self):
         self._more_to_read = False
         buf = self._app_protocol_get_buffer(self._get_read_buffer_size())
         view = memoryview(buf).cast("B")
         wants = len(view)
+        if not wants:
+            view.release()
+            raise RuntimeError("get_buffer() returned an empty buffer")
         filled = 0
         count = 1  # 0 from a read: the peer's close_notify
         try:
