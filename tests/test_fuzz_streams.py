@@ -267,7 +267,13 @@ class BufferedEnd(End, asyncio.BufferedProtocol):
             if self.offered is not None:
                 self._bad("get_buffer twice without buffer_updated")
         size = self.rng.choices(self._SIZES, self._WEIGHTS)[0]
-        self.offered = memoryview(bytearray(size + 8))[4:4 + size]
+        # A bytearray of its own now and then (asyncio's sslproto decrypts
+        # into a copy of one, CPython gh-156275: not offered to it over TLS).
+        plain_ok = not self.over_tls or type(self.loop).__module__.startswith("zloop")
+        if plain_ok and self.rng.random() < 0.3:
+            self.offered = bytearray(size)
+        else:
+            self.offered = memoryview(bytearray(size + 8))[4:4 + size]
         return self.offered
 
     def buffer_updated(self, nbytes):
