@@ -16,7 +16,7 @@ changes:
   under a protocol that refuses data), so an end never resumes reading
   while that protocol holds its transport.
 
-Three of ``test_fuzz_streams``' rules are relaxed over TLS, because
+Four of ``test_fuzz_streams``' rules are relaxed over TLS, because
 asyncio's ``sslproto`` does not keep them (each is named where
 ``test_fuzz_streams`` checks it):
 
@@ -30,7 +30,12 @@ asyncio's ``sslproto`` does not keep them (each is named where
   has the case);
 - no write-buffer limits with a high-water mark of 0: asyncio's sslproto
   pauses an idle transport there and nothing resumes it (zloop's TLS
-  protocol pauses above the mark; ``test_tls`` has the case).
+  protocol pauses above the mark; ``test_tls`` has the case);
+- on asyncio only, ``resume_writing()`` may come after
+  ``connection_lost()`` or without a ``pause_writing()``: its
+  ``loop.sendfile()`` fallback resumes the protocol it hands the transport
+  back to whenever it was paused at the start (zloop's hands back the
+  transport's state; ``test_sendfile`` has both cases).
 
 ``ZLOOP_FUZZ_SEEDS`` picks the seeds, as for ``test_fuzz_streams.py``.
 """

@@ -669,3 +669,105 @@ def test_sendfile_fails_when_the_transport_closes_meanwhile(zloop_module, tmp_pa
         assert loop.run_until_complete(main()) == (None, True)
     finally:
         loop.close()
+
+
+class _FlowEvents(asyncio.Protocol):
+    """Records pause_writing, resume_writing and connection_lost in order."""
+
+    def __init__(self, loop):
+        self.events = []
+        self.lost = loop.create_future()
+
+    def pause_writing(self):
+        self.events.append("pause")
+
+    def resume_writing(self):
+        self.events.append("resume")
+
+    def connection_lost(self, exc):
+        self.events.append("lost")
+        self.lost.set_result(exc)
+
+
+async def _paused_client(loop):
+    """A connection whose server reads nothing, and whose client protocol
+    has been paused by what it wrote."""
+    served = []
+    server = await loop.create_server(lambda: served.append(RecordingProtocol(loop)) or served[-1],
+                                      HOST, 0)
+    client = _FlowEvents(loop)
+    tr, _ = await loop.create_connection(lambda: client, *server.sockets[0].getsockname()[:2])
+    while not served:
+        await asyncio.sleep(0)
+    peer = served[0]
+    await wait_for(peer.made)
+    peer.transport.pause_reading()
+    while "pause" not in client.events:
+        tr.write(bytes(1 << 20))
+        await asyncio.sleep(0)
+    return server, tr, client, peer
+
+
+def test_sendfile_fallback_says_nothing_after_connection_lost(loop, loop_name):
+    """loop.sendfile()'s fallback (a BytesIO: no file descriptor) starts on
+    a transport whose protocol is paused and waits; the peer aborts. The
+    protocol's connection_lost() is its last callback. asyncio's fallback
+    calls resume_writing() after it, because the protocol was paused when
+    the transfer began."""
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's sendfile fallback calls resume_writing() after connection_lost()")
+
+    async def main():
+        server, tr, client, peer = await _paused_client(loop)
+        sending = asyncio.ensure_future(loop.sendfile(tr, io.BytesIO(payload(1000))))
+        await asyncio.sleep(0.01)
+        peer.transport.abort()
+        with pytest.raises(ConnectionError):
+            await wait_for(sending)
+        await wait_for(client.lost)
+        server.close()
+        await wait_for(server.wait_closed())
+        return client.events
+
+    assert loop.run_until_complete(main()) == ["pause", "lost"]
+
+
+def test_sendfile_fallback_leaves_the_protocol_in_the_transports_writing_state(loop, loop_name):
+    """The fallback's last chunk takes the transport over its limit (its
+    peer reads nothing): the protocol it hands the transport back to is
+    paused too, so the transport's later resume_writing() follows a
+    pause_writing(). asyncio's fallback hands back an unpaused protocol,
+    which then gets resume_writing() alone."""
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's sendfile fallback hands back an unpaused protocol over a paused transport")
+
+    async def main():
+        served = []
+        server = await loop.create_server(
+            lambda: served.append(RecordingProtocol(loop)) or served[-1], HOST, 0)
+        client = _FlowEvents(loop)
+        tr, _ = await loop.create_connection(lambda: client, *server.sockets[0].getsockname()[:2])
+        while not served:
+            await asyncio.sleep(0)
+        peer = served[0]
+        await wait_for(peer.made)
+        peer.transport.pause_reading()
+        # Fill the sockets and keep some in the transport, under its limit.
+        tr.set_write_buffer_limits(high=64 << 20)
+        prefill = 16 << 20
+        tr.write(bytes(prefill))
+        await asyncio.sleep(0.05)
+        held = tr.get_write_buffer_size()
+        assert held > 0, "the sockets took everything"
+        tr.set_write_buffer_limits(high=held + 1000)
+        sent = await wait_for(loop.sendfile(tr, io.BytesIO(payload(16384))))
+        handed_back = list(client.events)
+        peer.transport.resume_reading()
+        await wait_for(peer.received(prefill + sent), 30)
+        tr.close()
+        await wait_for(client.lost)
+        server.close()
+        await wait_for(server.wait_closed())
+        return handed_back, client.events
+
+    assert loop.run_until_complete(main()) == (["pause"], ["pause", "resume", "lost"])

@@ -297,6 +297,7 @@ class _SendfileProtocol(protocols.Protocol):
         transport.pause_reading()
         transport.set_protocol(self)
         self._write_ready = self._loop.create_future() if self._resume_writing else None
+        self._lost = False
 
     async def drain(self):
         if self._transport.is_closing():
@@ -308,6 +309,7 @@ class _SendfileProtocol(protocols.Protocol):
         raise RuntimeError("Invalid state: connection should have been established already.")
 
     def connection_lost(self, exc):
+        self._lost = True
         fut = self._write_ready
         if fut is not None and not fut.done():
             if exc is None:
@@ -338,5 +340,15 @@ class _SendfileProtocol(protocols.Protocol):
         fut = self._write_ready
         if fut is not None:
             fut.cancel()
-        if self._resume_writing:
+        if self._lost:
+            return  # the protocol had its connection_lost(): nothing after it
+        # Hand the protocol back in the transport's writing state now: asyncio
+        # resumes it whenever it was paused at the start, even after its
+        # connection_lost() or with the transport still over its limit, and
+        # leaves it unpaused when the last chunks paused the transport (whose
+        # later resume_writing() then comes without a pause_writing()).
+        paused = self._transport._protocol_paused
+        if self._resume_writing and not paused:
             self._proto.resume_writing()
+        elif paused and not self._resume_writing:
+            self._proto.pause_writing()
