@@ -689,9 +689,9 @@ class _FlowEvents(asyncio.Protocol):
         self.lost.set_result(exc)
 
 
-async def _paused_client(loop):
-    """A connection whose server reads nothing, and whose client protocol
-    has been paused by what it wrote."""
+async def _unread_connection(loop):
+    """A connection whose server reads nothing: (server, client transport,
+    client protocol, server protocol)."""
     served = []
     server = await loop.create_server(lambda: served.append(RecordingProtocol(loop)) or served[-1],
                                       HOST, 0)
@@ -702,6 +702,12 @@ async def _paused_client(loop):
     peer = served[0]
     await wait_for(peer.made)
     peer.transport.pause_reading()
+    return server, tr, client, peer
+
+
+async def _paused_client(loop):
+    """As _unread_connection, the client protocol paused by what it wrote."""
+    server, tr, client, peer = await _unread_connection(loop)
     while "pause" not in client.events:
         tr.write(bytes(1 << 20))
         await asyncio.sleep(0)
@@ -742,16 +748,7 @@ def test_sendfile_fallback_leaves_the_protocol_in_the_transports_writing_state(l
         pytest.skip("asyncio's sendfile fallback hands back an unpaused protocol over a paused transport")
 
     async def main():
-        served = []
-        server = await loop.create_server(
-            lambda: served.append(RecordingProtocol(loop)) or served[-1], HOST, 0)
-        client = _FlowEvents(loop)
-        tr, _ = await loop.create_connection(lambda: client, *server.sockets[0].getsockname()[:2])
-        while not served:
-            await asyncio.sleep(0)
-        peer = served[0]
-        await wait_for(peer.made)
-        peer.transport.pause_reading()
+        server, tr, client, peer = await _unread_connection(loop)
         # Fill the sockets and keep some in the transport, under its limit.
         tr.set_write_buffer_limits(high=64 << 20)
         prefill = 16 << 20
