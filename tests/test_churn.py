@@ -46,13 +46,15 @@ def grown_types(before, after, allowance):
             if after[name] - before[name] > allowance}
 
 
-def check_flat(loop, batch, warm_up, counted):
+def assert_flat(loop, batch, warm_up, counted):
     """Runs `batch(n)` for `warm_up` connections, then for `counted` more;
-    returns the types that grew and the RSS growth in bytes."""
+    no type may grow beyond its allowance, nor RSS beyond its."""
     loop.run_until_complete(batch(warm_up))
     types, rss = live_types(), rss_bytes()
     loop.run_until_complete(batch(counted))
-    return grown_types(types, live_types(), counted // TYPE_SHARE), rss_bytes() - rss
+    assert grown_types(types, live_types(), counted // TYPE_SHARE) == {}
+    rss = rss_bytes() - rss
+    assert rss < RSS_ALLOWANCE, f"RSS grew by {rss >> 10} KiB over {counted} connections"
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +109,7 @@ def _stream_batch(kind, path, contexts):
 ])
 def test_stream_connections_leave_nothing_behind(loop, tmp_path, contexts, kind, warm_up,
                                                   counted):
-    grown, rss = check_flat(loop, _stream_batch(kind, str(tmp_path / "s"), contexts),
-                            warm_up, counted)
-    assert grown == {}
-    assert rss < RSS_ALLOWANCE, f"RSS grew by {rss >> 10} KiB over {counted} connections"
+    assert_flat(loop, _stream_batch(kind, str(tmp_path / "s"), contexts), warm_up, counted)
 
 
 class _Echo(asyncio.DatagramProtocol):
@@ -150,9 +149,7 @@ def test_datagram_endpoints_leave_nothing_behind(loop):
             server.close()
             await asyncio.sleep(0)
 
-    grown, rss = check_flat(loop, batch, 100, 600)
-    assert grown == {}
-    assert rss < RSS_ALLOWANCE, f"RSS grew by {rss >> 10} KiB"
+    assert_flat(loop, batch, 100, 600)
 
 
 def test_sock_calls_leave_nothing_behind(loop):
@@ -179,6 +176,4 @@ def test_sock_calls_leave_nothing_behind(loop):
         for _ in range(n):
             await one()
 
-    grown, rss = check_flat(loop, batch, 100, 600)
-    assert grown == {}
-    assert rss < RSS_ALLOWANCE, f"RSS grew by {rss >> 10} KiB"
+    assert_flat(loop, batch, 100, 600)

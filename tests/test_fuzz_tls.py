@@ -66,14 +66,14 @@ def contexts():
 
 class Preamble(asyncio.Protocol):
     """A plain connection's protocol until ``start_tls``: it collects
-    ``size`` bytes, then (on the server) answers ``go`` and upgrades."""
+    ``size`` bytes, then calls ``on_done(self)`` (the server answers ``go``
+    and upgrades, the client upgrades)."""
 
-    def __init__(self, loop, size, on_done):
+    def __init__(self, size, on_done):
         self.size = size
         self.got = bytearray()
         self.on_done = on_done
         self.transport = None
-        self.lost = loop.create_future()
 
     def connection_made(self, transport):
         self.transport = transport
@@ -84,16 +84,12 @@ class Preamble(asyncio.Protocol):
             # The next bytes are the peer's TLS: they wait in the socket
             # until start_tls takes over.
             self.transport.pause_reading()
-            self.on_done()
-
-    def connection_lost(self, exc):
-        if not self.lost.done():
-            self.lost.set_result(exc)
+            self.on_done(self)
 
 
 async def _connect_tls(loop, rng, server_end, client_end, contexts):
-    """create_server(ssl=) and create_connection(ssl=); returns the server
-    and the client's transport."""
+    """create_server(ssl=) and create_connection(ssl=); returns the server,
+    the client's transport and the list of connections served."""
     server_ctx, client_ctx = contexts
     served = []
 
@@ -126,16 +122,18 @@ async def _connect_start_tls(loop, rng, server_end, client_end, contexts):
         server_end.connection_made(tls)
         upgraded.set_result(bytes(plain.got))
 
+    def go_ahead(plain):
+        plain.transport.write(b"go")
+        loop.create_task(upgrade(plain))
+
     def factory():
-        plain = Preamble(loop, len(preamble), lambda: None)
-        plain.on_done = lambda: (plain.transport.write(b"go"), loop.create_task(upgrade(plain)))
-        served.append(plain)
-        return plain
+        served.append(Preamble(len(preamble), go_ahead))
+        return served[-1]
 
     server = await loop.create_server(factory, HOST, 0)
     addr = server.sockets[0].getsockname()[:2]
     go = loop.create_future()
-    client_plain = Preamble(loop, 2, lambda: go.set_result(None))
+    client_plain = Preamble(2, lambda _: go.set_result(None))
     tr, _ = await wait_for(loop.create_connection(lambda: client_plain, *addr), _TIMEOUT)
     tr.write(preamble)
     await wait_for(go, _TIMEOUT)

@@ -184,14 +184,17 @@ _RECORDS = bytes(range(256)) * 400  # 100 KiB: seven TLS records
 
 class _SmallBuffers(asyncio.BufferedProtocol):
     """Reads through a small ``bytearray`` (resized after each read, which a
-    buffer still exported would refuse); may pause after its first read."""
+    buffer still exported would refuse). It pauses reading for ``pause_s``
+    after its ``"first"`` read, after ``"every"`` read, or after the first
+    read delivered ``"in flush"`` (the TLS protocol's delivery after the
+    peer's EOF); ``pause_when`` None: never."""
 
-    def __init__(self, loop, size, pause_s=None, pause_every=False):
+    def __init__(self, loop, size, pause_when=None, pause_s=0.0):
         self.loop = loop
         self.buf = bytearray(size)
         self.data = bytearray()
+        self.pause_when = pause_when
         self.pause_s = pause_s
-        self.pause_every = pause_every
         self.paused = False
         self.events = []
         self.lost = loop.create_future()
@@ -208,19 +211,23 @@ class _SmallBuffers(asyncio.BufferedProtocol):
         self.data += self.buf[:nbytes]
         self.buf += b"?"  # resize: raises BufferError while still exported
         del self.buf[-1:]
-        if self.pause_every == "in flush":
-            # White-box: the first read the TLS protocol delivers while it
-            # flushes after the peer's EOF (it then waits for the resume).
-            if self.transport._ssl_protocol._state.name != "FLUSHING":
-                return
-            self.pause_every = False
-        if self.pause_s is not None:
-            delay = self.pause_s
-            if not self.pause_every:
-                self.pause_s = None
+        if self._pauses_now():
             self.transport.pause_reading()
             self.paused = True
-            self.loop.call_later(delay, self.resume)
+            self.loop.call_later(self.pause_s, self.resume)
+
+    def _pauses_now(self):
+        when = self.pause_when
+        if when == "every":
+            return True
+        # White-box: the TLS protocol flushes after the peer's EOF (and
+        # must then wait for the resume).
+        in_flush = (when == "in flush"
+                    and self.transport._ssl_protocol._state.name == "FLUSHING")
+        if when == "first" or in_flush:
+            self.pause_when = None
+            return True
+        return False
 
     def resume(self):
         self.paused = False
@@ -233,11 +240,11 @@ class _SmallBuffers(asyncio.BufferedProtocol):
         self.lost.set_result(exc)
 
 
-async def _serve_small_buffers(loop, server_ctx, size, pause_s=None, pause_every=False):
+async def _serve_small_buffers(loop, server_ctx, size, pause_when=None, pause_s=0.0):
     protocols = []
 
     def factory():
-        protocols.append(_SmallBuffers(loop, size, pause_s, pause_every))
+        protocols.append(_SmallBuffers(loop, size, pause_when, pause_s))
         return protocols[-1]
 
     server = await loop.create_server(factory, HOST, 0, ssl=server_ctx)
@@ -283,22 +290,22 @@ def _send_then_fin(addr, client_ctx, done):
         done.set()
 
 
-@pytest.mark.parametrize("pause_s, pause_every",
-                         [(None, False), (0.05, False), (0.001, True), (0.05, "in flush")])
+@pytest.mark.parametrize("pause_when, pause_s",
+                         [(None, 0.0), ("first", 0.05), ("every", 0.001), ("in flush", 0.05)])
 @pytest.mark.parametrize("size", [100, 1000])
 def test_a_buffered_protocol_gets_everything_that_came_before_the_peers_eof(
-        loop, loop_name, server_ctx, client_ctx, size, pause_s, pause_every):
+        loop, loop_name, server_ctx, client_ctx, size, pause_when, pause_s):
     """The peer's data and its end of stream arrive together, more data
     than one buffer holds: the protocol gets all of it, then
     ``eof_received()``, never while its reading is paused, whether it
     pauses before the EOF, after every read, or during the delivery that
-    follows the EOF (the transport must then stay open for the rest). asyncio's sslproto delivers one more buffer
-    on EOF and shuts down, dropping the rest (and ``connection_lost(None)``
-    says nothing of it)."""
+    follows the EOF (the transport must then stay open for the rest).
+    asyncio's sslproto delivers one more buffer on EOF and shuts down,
+    dropping the rest (and ``connection_lost(None)`` says nothing of it)."""
     if loop_name == "asyncio":
         pytest.skip("asyncio's sslproto drops what a buffered protocol has not read when EOF comes")
     server, addr, protocols = loop.run_until_complete(
-        _serve_small_buffers(loop, server_ctx, size, pause_s, pause_every))
+        _serve_small_buffers(loop, server_ctx, size, pause_when, pause_s))
     done = threading.Event()
     client = threading.Thread(target=_send_then_fin, args=(addr, client_ctx, done))
     client.start()
