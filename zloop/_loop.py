@@ -98,6 +98,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         "_asyncgens", "_asyncgens_shutdown_called", "_coroutine_origin_tracking_enabled",
         "_coroutine_origin_tracking_saved_depth", "_signal_handlers", "_signal_rsock",
         "_signal_wsock", "_reader_fileobjs", "_writer_fileobjs", "_zloop_children",
+        "_tls_read_buffer",
         "__dict__",  # LoopCore has weak references already
     )
 
@@ -118,6 +119,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         # fileno() is -1, as asyncio's selector finds the key by the object.
         self._reader_fileobjs = {}
         self._writer_fileobjs = {}
+        self._tls_read_buffer = None  # made by the first TLS transport: _tls._read_buffer
         self.set_debug(coroutines._is_debug_mode())
 
     def __repr__(self):

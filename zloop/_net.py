@@ -22,7 +22,7 @@ import warnings
 import weakref
 from asyncio import constants, futures, protocols, trsock
 
-from . import _sendfile, _tls
+from . import _flow, _sendfile, _tls
 from ._zloop import (
     AcceptorCore,
     SocketTransportCore,
@@ -72,19 +72,7 @@ class _SocketOwner:
     __slots__ = ()
 
     def _flow_callback(self, name):
-        try:
-            getattr(self._protocol, name)()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._loop.call_exception_handler(
-                {
-                    "message": f"protocol.{name}() failed",
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._protocol,
-                }
-            )
+        _flow.tell_protocol(self._loop, self._protocol, name, self, self._protocol)
 
     def _pause_protocol(self):
         self._flow_callback("pause_writing")

@@ -17,6 +17,8 @@ import asyncio
 import functools
 from asyncio import sslproto
 
+from . import _flow
+
 
 def client_server_hostname(ssl, host, server_hostname, handshake_timeout, shutdown_timeout):
     """Validate create_connection()'s TLS arguments as asyncio does and
@@ -60,7 +62,17 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
 
 
 class _SSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS state machine, with four fixes.
+    """asyncio's TLS state machine, with four fixes and one saving.
+
+    The saving: ``SSLProtocol`` gives every connection a 256 KiB
+    ``bytearray``, zero-filled, so resident at once, for the transport to
+    read the ciphertext into; ``buffer_updated()`` copies it into the TLS
+    object's input straight away. The transport asks for that buffer
+    right before its read and hands it back right after, with no other
+    read in between (``feedBuffered``/``readBuffered`` in transport.zig),
+    so one buffer per loop serves every connection of the loop: an idle
+    TLS connection's end costs about 29 KiB of RSS instead of 289 KiB,
+    and a new one no longer allocates and clears 256 KiB.
 
     - Write flow control: ``SSLProtocol`` pauses the application when its
       buffered size is at least the high-water mark, where every other
@@ -86,6 +98,22 @@ class _SSLProtocol(sslproto.SSLProtocol):
       the resume, whose read meets the close_notify again, as they would
       had the pause come before the read.
     """
+
+    def __init__(self, loop, *args, **kwargs):
+        # SSLProtocol.__init__ allocates its read buffer at max_size: an
+        # instance attribute of 0 makes that an empty one (the class's
+        # max_size, which also bounds its reads for data_received, is left
+        # as it is for everything after).
+        self.max_size = 0
+        super().__init__(loop, *args, **kwargs)
+        del self.max_size
+        self._ssl_buffer = None
+        self._ssl_buffer_view = _read_buffer(loop)
+
+    def get_buffer(self, n):
+        # The loop's buffer (max_size), whatever n hints: the transport
+        # reads into it what the socket has, buffer_updated() consumes it.
+        return self._ssl_buffer_view
 
     # Set by a buffered read that filled the application's buffer: more
     # may be waiting in the TLS object.
@@ -127,6 +155,8 @@ class _SSLProtocol(sslproto.SSLProtocol):
                 if count <= 0:
                     break
                 filled += count
+                if self._drained():
+                    break
         except sslproto.SSLAgainErrors:
             pass
         finally:
@@ -138,6 +168,35 @@ class _SSLProtocol(sslproto.SSLProtocol):
         if filled:
             self._app_protocol_buffer_updated(filled)
         if not count:
+            self._call_eof_received()
+            self._start_shutdown()
+
+    def _drained(self):
+        """Whether a read now could only raise SSLWantReadError: no
+        ciphertext waits in the incoming BIO and the TLS object holds no
+        decrypted bytes. (A partial record held inside the TLS object
+        needs more ciphertext.) asyncio reads until that exception, whose
+        making (a formatted message, its attributes, a traceback) costs
+        more than a receive's decryption of a small message."""
+        return not self._incoming.pending and not self._sslobj.pending()
+
+    def _do_read__copied(self):
+        # asyncio's, stopping once _drained() rather than at the exception.
+        chunks = []
+        chunk = b"-"  # b"" from a read: the peer's close_notify
+        try:
+            while True:
+                chunk = self._sslobj.read(self.max_size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if self._drained():
+                    break
+        except sslproto.SSLAgainErrors:
+            pass
+        if chunks:
+            self._app_protocol.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if not chunk:
             self._call_eof_received()
             self._start_shutdown()
 
@@ -170,17 +229,16 @@ class _SSLProtocol(sslproto.SSLProtocol):
         self._do_shutdown()
 
     def _tell_app(self, name):
-        try:
-            getattr(self._app_protocol, name)()
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            self._loop.call_exception_handler({
-                "message": f"protocol.{name}() failed",
-                "exception": exc,
-                "transport": self._app_transport,
-                "protocol": self,
-            })
+        _flow.tell_protocol(self._loop, self._app_protocol, name, self._app_transport, self)
+
+
+def _read_buffer(loop):
+    """The loop's one buffer for TLS transports to read ciphertext into
+    (see ``_SSLProtocol``), made the first time it is asked for."""
+    view = loop._tls_read_buffer
+    if view is None:
+        view = loop._tls_read_buffer = memoryview(bytearray(sslproto.SSLProtocol.max_size))
+    return view
 
 
 def ssl_protocol(loop, app_protocol, ssl, waiter, *, server_side, server_hostname=None,
