@@ -29,7 +29,9 @@ UVLOOP_SDIST = {
     "name": "uvloop",
     "version": "0.23.0",
     "sha256": "28d160f51ab4da3b187063652e643dea6831072add4adc1e6d62afbe73b6be27",
-    "files": ["examples/bench/echoserver.py", "examples/bench/echoclient.py"],
+    "files": ["examples/bench/echoserver.py", "examples/bench/echoclient.py",
+              # echoserver.py --ssl loads these, relative to itself.
+              "tests/certs/ssl_cert.pem", "tests/certs/ssl_key.pem"],
 }
 
 # Server arguments per mode; "sock" is echoserver.py's default
@@ -39,7 +41,13 @@ MODES = {
     "buffered": ["--proto", "--buffered"],
     "streams": ["--streams"],
     "sock": [],
+    # Protocol echo over TLS (echoserver.py --ssl, its own certificate from
+    # the sdist; echoclient.py --ssl): only when --modes names it.
+    "tls": ["--proto", "--ssl"],
 }
+DEFAULT_MODES = ["proto", "buffered", "streams", "sock"]
+# Client arguments per mode, beyond the defaults.
+CLIENT_ARGS = {"tls": ["--ssl"]}
 
 # Message size -> messages per client worker in the warm-up run.  The timed
 # run that follows is sized from the warm-up's rate to last about
@@ -133,11 +141,11 @@ def build_floor():
 
 # --- one measurement ----------------------------------------------------------
 
-def run_client(args, script_dir, port, size, num):
+def run_client(args, script_dir, port, size, num, mode):
     """Run echoclient.py on the client CPU; return its requests/s."""
     cmd = [args.python, os.path.join(script_dir, "echoclient.py"),
            "--msize", str(size), "--num", str(num), "--workers", str(WORKERS),
-           "--addr", "127.0.0.1:%d" % port]
+           "--addr", "127.0.0.1:%d" % port] + CLIENT_ARGS.get(mode, [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           cwd=common.CHILD_CWD, preexec_fn=common.pin(args.client_cpu))
     match = re.search(r"^([0-9.e+]+) requests/sec", proc.stdout, re.M)
@@ -147,7 +155,8 @@ def run_client(args, script_dir, port, size, num):
     return float(match.group(1))
 
 
-def measure(args, script_dir, server_cmd, size, warm_num, timed_s, check_line=None):
+def measure(args, script_dir, server_cmd, size, warm_num, timed_s, check_line=None,
+            mode="proto"):
     """Start a server, warm it up, time one client run; return the figures."""
     busy = common.settle(args.settle_s)
     port = common.free_port()
@@ -158,10 +167,10 @@ def measure(args, script_dir, server_cmd, size, warm_num, timed_s, check_line=No
                                 cwd=common.CHILD_CWD, preexec_fn=common.pin(args.server_cpu))
     try:
         common.wait_port(port, proc)
-        warm_rps = run_client(args, script_dir, port, size, warm_num)
+        warm_rps = run_client(args, script_dir, port, size, warm_num, mode)
         num = max(200, int(warm_rps * timed_s / WORKERS))
         cpu0, ticks0 = common.cpu_ns(proc.pid), common.cpu_ticks_ns(proc.pid)
-        rps = run_client(args, script_dir, port, size, num)
+        rps = run_client(args, script_dir, port, size, num, mode)
         cpu1, ticks1 = common.cpu_ns(proc.pid), common.cpu_ticks_ns(proc.pid)
     finally:
         common.stop(proc)
@@ -192,7 +201,7 @@ def run_suite(args, names, info):
     args.server_cpu, args.client_cpu = cpus[0], cpus[1]
     rounds = args.rounds or (1 if args.quick else 3)
     present = [n for n in names if "missing" not in info["loops"][n]]
-    modes = list(MODES)
+    modes = list(DEFAULT_MODES)
     sizes = list(SIZES)
     if args.quick:
         modes, sizes = ["proto", "sock"], [1024, 102400]
@@ -223,7 +232,7 @@ def run_suite(args, names, info):
                                                        name), file=sys.stderr)
                 try:
                     res = measure(args, script_dir, cmd, size, SIZES[size], timed_s,
-                                  check_line)
+                                  check_line, mode)
                 except Exception as exc:  # one failure must not hide the rest
                     errors[(mode, size, name)] = str(exc)
                     print("  FAILED: %s" % exc, file=sys.stderr)

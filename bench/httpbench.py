@@ -8,9 +8,11 @@ the loops interleaved round by round.  Besides requests/s the server's CPU
 time per request is read from /proc around the timed run, as in echo.py.
 """
 
+import contextlib
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -44,10 +46,11 @@ def check(args):
     args.uvicorn_version = proc.stdout.strip()
 
 
-def wrk(args, port, duration_s):
-    """Run wrk on the client CPU; return (requests/s, requests, errors, p50 ms, p99 ms)."""
+def wrk(args, port, duration_s, extra=(), scheme="http"):
+    """Run wrk on the client CPU; return (requests/s, requests, errors, p50 ms, p99 ms).
+    `extra`: more wrk arguments (a header, say)."""
     cmd = ["wrk", "-t1", "-c%d" % CONNECTIONS, "-d%ds" % duration_s, "--latency",
-           "http://127.0.0.1:%d/" % port]
+           *extra, "%s://127.0.0.1:%d/" % (scheme, port)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30,
                           preexec_fn=common.pin(args.client_cpu))
     out = proc.stdout
@@ -74,13 +77,37 @@ def wrk(args, port, duration_s):
     }
 
 
-def measure(args, name, duration_s):
-    busy = common.settle(args.settle_s)
+def certificate():
+    """(certfile, keyfile) of a self-signed certificate for 127.0.0.1, made
+    once into the cache; None without openssl."""
+    if shutil.which("openssl") is None:
+        return None
+    cert = os.path.join(common.CACHE_DIR, "bench-cert.pem")
+    key = os.path.join(common.CACHE_DIR, "bench-key.pem")
+    if not (os.path.exists(cert) and os.path.exists(key)):
+        os.makedirs(common.CACHE_DIR, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "3650",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+    return cert, key
+
+
+@contextlib.contextmanager
+def server(args, name, tls=None):
+    """Start uvicorn serving http_app on `name`'s loop, pinned to the server
+    CPU, over TLS with tls=(certfile, keyfile); yield (process, port, loop
+    class) once it answers and runs the loop (and backend) asked for; kill
+    it on the way out."""
     port = common.free_port()
     cmd = [args.python, "-m", "uvicorn", "http_app:app", "--app-dir", common.BENCH_DIR,
            "--host", "127.0.0.1", "--port", str(port), "--loop", loops.LOOPS[name][2],
            "--http", "httptools", "--lifespan", "off", "--no-access-log",
            "--log-level", "warning"]
+    context = None
+    if tls:
+        cmd += ["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]]
+        context = ssl.create_default_context(cafile=tls[0])
     log_path = os.path.join(common.CACHE_DIR, "http-server.log")
     os.makedirs(common.CACHE_DIR, exist_ok=True)
     with open(log_path, "w") as log:
@@ -89,21 +116,34 @@ def measure(args, name, duration_s):
                                 env=dict(os.environ, **loops.environment(name)))
     try:
         common.wait_port(port, proc)
-        with urllib.request.urlopen("http://127.0.0.1:%d/loop" % port, timeout=5) as resp:
+        url = "%s://127.0.0.1:%d/loop" % ("https" if tls else "http", port)
+        with urllib.request.urlopen(url, timeout=5, context=context) as resp:
             loop_class = resp.read().decode()
         want = loops.backend(name)
         if want is not None and not loop_class.endswith(" backend=" + want):
             raise RuntimeError("%s: asked for backend %s, the server runs %s"
                                % (name, want, loop_class))
-        wrk(args, port, WARMUP_S)
-        cpu0 = common.cpu_ns(proc.pid)
-        res = wrk(args, port, duration_s)
-        cpu1 = common.cpu_ns(proc.pid)
+        yield proc, port, loop_class
     finally:
         common.stop(proc)
+
+
+def check_clean(res):
+    """Raise if wrk saw anything but 2xx answers."""
     if res["non_2xx"] or res["socket_errors"]:
         raise RuntimeError("wrk saw errors: %s non-2xx, socket errors %s"
                            % (res["non_2xx"], res["socket_errors"]))
+
+
+def measure(args, name, duration_s, tls=None):
+    busy = common.settle(args.settle_s)
+    scheme = "https" if tls else "http"
+    with server(args, name, tls=tls) as (proc, port, loop_class):
+        wrk(args, port, WARMUP_S, scheme=scheme)
+        cpu0 = common.cpu_ns(proc.pid)
+        res = wrk(args, port, duration_s, scheme=scheme)
+        cpu1 = common.cpu_ns(proc.pid)
+    check_clean(res)
     res["cpu_us_per_req"] = (cpu1 - cpu0) / 1e3 / res["requests"]
     res["loop_class"] = loop_class
     res["busy_before"] = busy
@@ -115,19 +155,24 @@ def run_suite(args, names, info):
     args.server_cpu, args.client_cpu = cpus[0], cpus[1]
     rounds = args.rounds or (1 if args.quick else 3)
     duration_s = QUICK_DURATION_S if args.quick else DURATION_S
+    tls = None
+    if args.tls:
+        tls = certificate()
+        if tls is None:
+            raise common.PreconditionError("--tls needs the openssl command to make a certificate")
     present = [n for n in names if "missing" not in info["loops"][n]]
     samples, errors = {}, {}
     for rnd in range(rounds):
         for name in present:
             print("http round %d/%d: %s" % (rnd + 1, rounds, name), file=sys.stderr)
             try:
-                samples.setdefault(name, []).append(measure(args, name, duration_s))
+                samples.setdefault(name, []).append(measure(args, name, duration_s, tls))
             except Exception as exc:  # report, go on with the other loops
                 errors[name] = str(exc)
                 print("  FAILED: %s" % exc, file=sys.stderr)
             time.sleep(0.5)
 
-    row = {"bench": "GET / (13 B)", "loops": {}}
+    row = {"bench": "GET / (13 B)" + (" over TLS" if tls else ""), "loops": {}}
     for name in names:
         got = samples.get(name)
         if "missing" in info["loops"][name]:
@@ -161,6 +206,7 @@ def run_suite(args, names, info):
            % (getattr(args, "uvicorn_version", "?"), CONNECTIONS, duration_s, WARMUP_S,
               args.server_cpu, args.client_cpu, stat, rounds, common.pct(busy)))
     params = {"rounds": rounds, "connections": CONNECTIONS, "duration_s": duration_s,
+              "tls": bool(tls),
               "warmup_s": WARMUP_S, "server_cpu": args.server_cpu,
               "client_cpu": args.client_cpu}
     return {"rows": rows, "params": params}, md

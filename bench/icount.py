@@ -36,6 +36,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -96,6 +97,8 @@ def count(args, name, n):
 # (mode, message size) cells of the echo part; modes as in echo.MODES.
 ECHO_CELLS = [("proto", 1024), ("buffered", 1024), ("streams", 1024), ("sock", 1024),
               ("proto", 10240), ("streams", 10240)]
+# Cells measured only when --modes names their mode.
+ECHO_OPTIONAL_CELLS = [("tls", 1024)]
 ECHO_WARMUP = 300
 # No `rep movsb`/`rep stosb` in glibc's memcpy/memset (see the docstring).
 NO_REP_STRINGS = ("glibc.cpu.x86_rep_movsb_threshold=4294967295:"
@@ -109,6 +112,19 @@ NO_REP_STRINGS = ("glibc.cpu.x86_rep_movsb_threshold=4294967295:"
 # server always finds the socket empty and waits: the path of a server whose
 # clients are slower than it. The other modes wait in the loop either way.
 ECHO_PAUSE_S = {"sock": 0.001}
+
+
+def echo_client(port, mode):
+    """A connection to the echo server; over TLS (no verification, as
+    echoclient.py --ssl) in tls mode."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if mode != "tls":
+        return sock
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx.wrap_socket(sock)
 
 
 def round_trips(sock, msg, n, pause_s=0.0):
@@ -161,8 +177,7 @@ def count_echo(args, name, script_dir, mode, size, n):
 
     try:
         common.wait_port(port, proc, timeout_s=180)
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with echo_client(port, mode) as sock:
             msg = b"x" * size
             pause_s = ECHO_PAUSE_S.get(mode, 0.0)
             round_trips(sock, msg, ECHO_WARMUP, pause_s)
@@ -214,8 +229,7 @@ def count_syscalls(args, name, script_dir, mode, size, n):
 
     try:
         common.wait_port(port, proc, timeout_s=60)
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with echo_client(port, mode) as sock:
             round_trips(sock, b"x" * size, ECHO_WARMUP + n, ECHO_PAUSE_S.get(mode, 0.0))
         stop_server(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -234,7 +248,7 @@ def count_syscalls(args, name, script_dir, mode, size, n):
 def echo_cells(args):
     cells = ECHO_CELLS
     if getattr(args, "modes", None):
-        cells = [c for c in cells if c[0] in args.modes.split(",")]
+        cells = [c for c in cells + ECHO_OPTIONAL_CELLS if c[0] in args.modes.split(",")]
     if getattr(args, "sizes", None):
         sizes = {int(x) * 1024 for x in args.sizes.split(",") if x}
         cells = [c for c in cells if c[1] in sizes]

@@ -2,7 +2,7 @@
 
     python bench/run.py setup  [--python /root/.pyenv/versions/3.12.1/bin/python] [--with-zloop]
                                [--zloop-cpu x86_64_v3]
-    python bench/run.py micro|echo|http|icount|all [--loops asyncio,uvloop,rloop,zloop]
+    python bench/run.py micro|echo|http|icount|soak|all [--loops asyncio,uvloop,rloop,zloop]
                         [--python PATH] [--rounds N] [--quick] [--baseline uvloop]
 
 Each loop runs in a process of its own, the loops interleaved round by round
@@ -172,6 +172,9 @@ def suite_runner(suite):
     if suite == "icount":
         import icount
         return icount.run_suite
+    if suite == "soak":
+        import soak
+        return soak.run_suite
     raise ValueError(suite)
 
 
@@ -179,8 +182,9 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="See bench/README.md for what each suite measures.")
-    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "icount", "all"],
-                        help="all = micro, echo, http; icount runs micro under callgrind")
+    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "icount", "soak", "all"],
+                        help="all = micro, echo, http; icount runs micro and echo under callgrind; "
+                             "soak watches a server's memory under minutes of load")
     parser.add_argument("--loops", default=",".join(loops.LOOPS),
                         help="comma-separated, from %s" % ", ".join(loops.LOOPS))
     parser.add_argument("--python", help="the Python under test (default: .venv-bench/py3.12)")
@@ -194,10 +198,15 @@ def main():
     parser.add_argument("--stat", choices=["best", "median"],
                         help="figure in the tables (default: best for micro, "
                              "median for echo and http)")
-    parser.add_argument("--modes", help="echo: comma-separated subset of proto,buffered,streams,sock")
+    parser.add_argument("--modes", help="echo, icount: comma-separated subset of proto,buffered,streams,sock, "
+                             "or tls (protocol echo over TLS, only when named)")
     parser.add_argument("--sizes", help="echo: comma-separated subset of message sizes in KiB (1,10,100)")
     parser.add_argument("--timed-s", type=float,
                         help="echo: seconds each timed client run lasts (default 1.2, quick 0.6)")
+    parser.add_argument("--tls", action="store_true",
+                        help="http: serve over TLS (self-signed, made with openssl), wrk over https")
+    parser.add_argument("--soak-s", type=float,
+                        help="soak: seconds of load per loop and workload (default 60, quick 15)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when a requested loop is not installed")
     parser.add_argument("--with-zloop", action="store_true",
@@ -222,7 +231,8 @@ def main():
         # Check every suite's preconditions before spending minutes on the first.
         for suite in suites:
             if suite != "micro":
-                __import__({"echo": "echo", "http": "httpbench", "icount": "icount"}[suite]
+                __import__({"echo": "echo", "http": "httpbench", "icount": "icount",
+                            "soak": "soak"}[suite]
                            ).check(args)
         suite_failed = []
         for suite in suites:
