@@ -64,6 +64,13 @@ async def _tls_server(loop, server_ctx, protocol_cls=EchoProtocol):
     return server, server.sockets[0].getsockname()[:2], protocols
 
 
+async def _tls_client(loop, addr, client_ctx, protocol_cls=RecordingProtocol):
+    """A TLS connection to ``addr``: (transport, protocol)."""
+    return await loop.create_connection(
+        lambda: protocol_cls(loop), *addr, ssl=client_ctx, server_hostname="localhost"
+    )
+
+
 async def _close_server(server):
     server.close()
     await wait_for(server.wait_closed())
@@ -568,10 +575,7 @@ def test_concurrent_tls_connections_each_get_their_own_bytes(loop, server_ctx, c
         server, addr, served = await _tls_server(loop, server_ctx)
         clients = []
         for i in range(count):
-            tr, client = await loop.create_connection(
-                lambda: RecordingProtocol(loop), *addr, ssl=client_ctx,
-                server_hostname="localhost",
-            )
+            tr, client = await _tls_client(loop, addr, client_ctx)
             clients.append((tr, client, payload(size)[i:] + payload(i)))
         for tr, _, data in clients:
             for at in range(0, size, 7001):  # records of 7001 bytes and the rest
@@ -600,10 +604,7 @@ def test_an_idle_tls_connection_holds_no_read_buffer_of_its_own(loop, loop_name,
         server, addr, served = await _tls_server(loop, server_ctx)
         clients = []
         for _ in range(count):
-            tr, client = await loop.create_connection(
-                lambda: RecordingProtocol(loop), *addr, ssl=client_ctx,
-                server_hostname="localhost",
-            )
+            tr, client = await _tls_client(loop, addr, client_ctx)
             tr.write(b"x")
             await wait_for(client.received(1))
             clients.append(tr)
@@ -643,9 +644,7 @@ def test_a_tls_receive_reads_until_drained_not_until_an_exception(loop, loop_nam
 
     async def main():
         server, addr, served = await _tls_server(loop, server_ctx)
-        tr, client = await loop.create_connection(
-            lambda: protocol_cls(loop), *addr, ssl=client_ctx, server_hostname="localhost"
-        )
+        tr, client = await _tls_client(loop, addr, client_ctx, protocol_cls)
         tr.write(b"warm-up")
         await until(lambda: len(client.data) >= 7)
         raised = []
