@@ -62,9 +62,11 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
 
 
 class _SSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS state machine, with four fixes and one saving.
+    """asyncio's TLS state machine, with four fixes and two savings.
 
-    The saving: ``SSLProtocol`` gives every connection a 256 KiB
+    The savings: each receive's decryption stops once nothing is left to
+    decrypt (``_drained``), where asyncio reads until an
+    ``SSLWantReadError``; and ``SSLProtocol`` gives every connection a 256 KiB
     ``bytearray``, zero-filled, so resident at once, for the transport to
     read the ciphertext into; ``buffer_updated()`` copies it into the TLS
     object's input straight away. The transport asks for that buffer
