@@ -61,11 +61,14 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
         raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
 
 
+_WRAPPED = sslproto.SSLProtocolState.WRAPPED
+
+
 class _SSLProtocol(sslproto.SSLProtocol):
     """asyncio's TLS state machine, with four fixes and two savings.
 
     The savings: each receive's decryption stops once nothing is left to
-    decrypt (``_drained``), where asyncio reads until an
+    decrypt (``_do_read__copied``), where asyncio reads until an
     ``SSLWantReadError``; and ``SSLProtocol`` gives every connection a 256 KiB
     ``bytearray``, zero-filled, so resident at once, for the transport to
     read the ciphertext into; ``buffer_updated()`` copies it into the TLS
@@ -111,6 +114,11 @@ class _SSLProtocol(sslproto.SSLProtocol):
         del self.max_size
         self._ssl_buffer = None
         self._ssl_buffer_view = _read_buffer(loop)
+        # The hot reads and writes call the TLS object that ssl.SSLObject
+        # wraps, whose methods it forwards to: a Python frame less each.
+        # A context's own sslobject_class keeps its methods.
+        sslobj = self._sslobj
+        self._tls_object = sslobj._sslobj if type(sslobj) is _ssl.SSLObject else sslobj
 
     def get_buffer(self, n):
         # The loop's buffer (max_size), whatever n hints: the transport
@@ -124,8 +132,66 @@ class _SSLProtocol(sslproto.SSLProtocol):
     # the shutdown that read starts next is skipped (its resume reads again).
     _eof_waits_for_resume = False
 
+    def buffer_updated(self, nbytes):
+        if (self._state is not _WRAPPED or self._app_reading_paused
+                or self._app_protocol_is_buffer):
+            return super().buffer_updated(nbytes)
+        # A wrapped connection whose application takes data_received():
+        # asyncio's buffer_updated(), _do_read() and _process_outgoing()
+        # in one frame, the same steps in the same order.
+        self._incoming.write(self._ssl_buffer_view[:nbytes])
+        try:
+            self._do_read__copied()
+            if self._write_backlog:
+                self._do_write()
+            elif self._outgoing.pending:
+                self._process_outgoing()
+            elif self._app_writing_paused or self._write_buffer_size > self._outgoing_high_water:
+                self._control_app_writing()  # else it would change nothing
+            if self._ssl_reading_paused or self._incoming.pending >= self._incoming_high_water:
+                self._control_ssl_reading()  # else it would change nothing
+        except Exception as ex:
+            self._fatal_error(ex, "Fatal error on SSL protocol")
+
+    def _write_appdata(self, list_of_data):
+        if (self._state is not _WRAPPED or self._write_backlog or self._ssl_writing_paused
+                or type(list_of_data) is not tuple or len(list_of_data) != 1):
+            return super()._write_appdata(list_of_data)
+        # One write() on a wrapped connection with nothing queued before it
+        # and the raw transport taking data: asyncio's _write_appdata(),
+        # _do_write() and _process_outgoing() in one frame. What the TLS
+        # object does not take stays queued, as there.
+        data = list_of_data[0]
+        try:
+            try:
+                count = self._tls_object.write(data)
+            except sslproto.SSLAgainErrors:
+                count = 0
+            if count < len(data):
+                rest = data[count:]
+                self._write_backlog.append(rest)
+                self._write_buffer_size += len(rest)
+            out = self._outgoing.read()
+            if out:
+                self._transport.write(out)
+            if (self._app_writing_paused
+                    or self._outgoing.pending + self._write_buffer_size > self._outgoing_high_water):
+                self._control_app_writing()  # else it would change nothing
+        except Exception as ex:
+            self._fatal_error(ex, "Fatal error on SSL protocol")
+
+    def _control_ssl_reading(self):
+        # asyncio's, with _get_read_buffer_size() inlined.
+        size = self._incoming.pending
+        if size >= self._incoming_high_water and not self._ssl_reading_paused:
+            self._ssl_reading_paused = True
+            self._transport.pause_reading()
+        elif size <= self._incoming_low_water and self._ssl_reading_paused:
+            self._ssl_reading_paused = False
+            self._transport.resume_reading()
+
     def _control_app_writing(self):
-        size = self._get_write_buffer_size()
+        size = self._outgoing.pending + self._write_buffer_size  # _get_write_buffer_size()
         if not self._app_writing_paused and size > self._outgoing_high_water:
             self._app_writing_paused = True
             self._tell_app("pause_writing")
@@ -153,12 +219,12 @@ class _SSLProtocol(sslproto.SSLProtocol):
         count = 1  # 0 from a read: the peer's close_notify
         try:
             while filled < wants:
-                count = self._sslobj.read(wants - filled, view[filled:])
+                count = self._tls_object.read(wants - filled, view[filled:])
                 if count <= 0:
                     break
                 filled += count
-                if self._drained():
-                    break
+                if not self._incoming.pending and not self._tls_object.pending():
+                    break  # drained (see _do_read__copied)
         except sslproto.SSLAgainErrors:
             pass
         finally:
@@ -173,26 +239,22 @@ class _SSLProtocol(sslproto.SSLProtocol):
             self._call_eof_received()
             self._start_shutdown()
 
-    def _drained(self):
-        """Whether a read now could only raise SSLWantReadError: no
-        ciphertext waits in the incoming BIO and the TLS object holds no
-        decrypted bytes. (A partial record held inside the TLS object
-        needs more ciphertext.) asyncio reads until that exception, whose
-        making (a formatted message, its attributes, a traceback) costs
-        more than a receive's decryption of a small message."""
-        return not self._incoming.pending and not self._sslobj.pending()
-
     def _do_read__copied(self):
-        # asyncio's, stopping once _drained() rather than at the exception.
+        # asyncio's, but it stops once drained: when no ciphertext waits in
+        # the incoming BIO and the TLS object holds no decrypted bytes, a
+        # read could only raise SSLWantReadError (a partial record inside
+        # the TLS object needs more ciphertext). asyncio reads until that
+        # exception, whose making (a formatted message, its attributes, a
+        # traceback) costs more than decrypting a small message.
         chunks = []
         chunk = b"-"  # b"" from a read: the peer's close_notify
         try:
             while True:
-                chunk = self._sslobj.read(self.max_size)
+                chunk = self._tls_object.read(self.max_size)
                 if not chunk:
                     break
                 chunks.append(chunk)
-                if self._drained():
+                if not self._incoming.pending and not self._tls_object.pending():
                     break
         except sslproto.SSLAgainErrors:
             pass
