@@ -133,15 +133,17 @@ class _SSLProtocol(sslproto.SSLProtocol):
     _eof_waits_for_resume = False
 
     def buffer_updated(self, nbytes):
-        if (self._state is not _WRAPPED or self._app_reading_paused
-                or self._app_protocol_is_buffer):
+        if self._state is not _WRAPPED or self._app_reading_paused:
             return super().buffer_updated(nbytes)
-        # A wrapped connection whose application takes data_received():
-        # asyncio's buffer_updated(), _do_read() and _process_outgoing()
-        # in one frame, the same steps in the same order.
+        # A wrapped connection whose application reads: asyncio's
+        # buffer_updated(), _do_read() and _process_outgoing() in one
+        # frame, the same steps in the same order.
         self._incoming.write(self._ssl_buffer_view[:nbytes])
         try:
-            self._do_read__copied()
+            if self._app_protocol_is_buffer:
+                self._do_read__buffered()
+            else:
+                self._do_read__copied()
             if self._write_backlog:
                 self._do_write()
             elif self._outgoing.pending:
