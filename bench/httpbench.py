@@ -46,11 +46,16 @@ def check(args):
     args.uvicorn_version = proc.stdout.strip()
 
 
-def wrk(args, port, duration_s, extra=(), scheme="http"):
+def url(port, tls, path="/"):
+    """The server's URL: https when it serves TLS."""
+    return "%s://127.0.0.1:%d%s" % ("https" if tls else "http", port, path)
+
+
+def wrk(args, port, duration_s, extra=(), tls=None):
     """Run wrk on the client CPU; return (requests/s, requests, errors, p50 ms, p99 ms).
-    `extra`: more wrk arguments (a header, say)."""
+    `extra`: more wrk arguments (a header, say); `tls`: the server's (cert, key)."""
     cmd = ["wrk", "-t1", "-c%d" % CONNECTIONS, "-d%ds" % duration_s, "--latency",
-           *extra, "%s://127.0.0.1:%d/" % (scheme, port)]
+           *extra, url(port, tls)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30,
                           preexec_fn=common.pin(args.client_cpu))
     out = proc.stdout
@@ -116,8 +121,7 @@ def server(args, name, tls=None):
                                 env=dict(os.environ, **loops.environment(name)))
     try:
         common.wait_port(port, proc)
-        url = "%s://127.0.0.1:%d/loop" % ("https" if tls else "http", port)
-        with urllib.request.urlopen(url, timeout=5, context=context) as resp:
+        with urllib.request.urlopen(url(port, tls, "/loop"), timeout=5, context=context) as resp:
             loop_class = resp.read().decode()
         want = loops.backend(name)
         if want is not None and not loop_class.endswith(" backend=" + want):
@@ -137,11 +141,10 @@ def check_clean(res):
 
 def measure(args, name, duration_s, tls=None):
     busy = common.settle(args.settle_s)
-    scheme = "https" if tls else "http"
     with server(args, name, tls=tls) as (proc, port, loop_class):
-        wrk(args, port, WARMUP_S, scheme=scheme)
+        wrk(args, port, WARMUP_S, tls=tls)
         cpu0 = common.cpu_ns(proc.pid)
-        res = wrk(args, port, duration_s, scheme=scheme)
+        res = wrk(args, port, duration_s, tls=tls)
         cpu1 = common.cpu_ns(proc.pid)
     check_clean(res)
     res["cpu_us_per_req"] = (cpu1 - cpu0) / 1e3 / res["requests"]

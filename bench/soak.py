@@ -57,12 +57,11 @@ def soak(args, name, workload, soak_s, tls):
     """One server, one workload: the samples after each slice."""
     wrk_extra = () if workload == "keepalive" else ("-H", "Connection: close")
     with httpbench.server(args, name, tls=tls) as (proc, port, loop_class):
-        scheme = "https" if tls else "http"
         samples = []
         requests = 0
         started = time.monotonic()
         for i in range(1 + max(2, round(soak_s / SLICE_S))):  # slice 0: warm-up
-            res = httpbench.wrk(args, port, SLICE_S, extra=wrk_extra, scheme=scheme)
+            res = httpbench.wrk(args, port, SLICE_S, extra=wrk_extra, tls=tls)
             httpbench.check_clean(res)
             requests += res["requests"]
             time.sleep(0.2)  # let closes and the server's timers settle
