@@ -98,6 +98,18 @@ def certificate():
     return cert, key
 
 
+def uvicorn_cmd(args, name, port, tls=None):
+    """(argv, environment) of uvicorn serving http_app on `name`'s loop at
+    127.0.0.1:port, over TLS with tls=(certfile, keyfile)."""
+    cmd = [args.python, "-m", "uvicorn", "http_app:app", "--app-dir", common.BENCH_DIR,
+           "--host", "127.0.0.1", "--port", str(port), "--loop", loops.LOOPS[name][2],
+           "--http", "httptools", "--lifespan", "off", "--no-access-log",
+           "--log-level", "warning"]
+    if tls:
+        cmd += ["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]]
+    return cmd, dict(os.environ, **loops.environment(name))
+
+
 @contextlib.contextmanager
 def server(args, name, tls=None):
     """Start uvicorn serving http_app on `name`'s loop, pinned to the server
@@ -105,20 +117,14 @@ def server(args, name, tls=None):
     class) once it answers and runs the loop (and backend) asked for; kill
     it on the way out."""
     port = common.free_port()
-    cmd = [args.python, "-m", "uvicorn", "http_app:app", "--app-dir", common.BENCH_DIR,
-           "--host", "127.0.0.1", "--port", str(port), "--loop", loops.LOOPS[name][2],
-           "--http", "httptools", "--lifespan", "off", "--no-access-log",
-           "--log-level", "warning"]
-    context = None
-    if tls:
-        cmd += ["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]]
-        context = ssl.create_default_context(cafile=tls[0])
+    cmd, env = uvicorn_cmd(args, name, port, tls)
+    context = ssl.create_default_context(cafile=tls[0]) if tls else None
     log_path = os.path.join(common.CACHE_DIR, "http-server.log")
     os.makedirs(common.CACHE_DIR, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=common.CHILD_CWD, preexec_fn=common.pin(args.server_cpu),
-                                env=dict(os.environ, **loops.environment(name)))
+                                env=env)
     try:
         common.wait_port(port, proc)
         with urllib.request.urlopen(url(port, tls, "/loop"), timeout=5, context=context) as resp:

@@ -43,12 +43,22 @@ import time
 
 import common
 import echo
+import httpbench
 
 BENCHES = ["call_soon", "call_later", "sleep0", "gather"]
 N_OPS = 3000  # multiple of gather's batch (1000); 3n = 9000
 
 
 def check(args):
+    if "http" in parts(args):
+        proc = subprocess.run(
+            [args.python, "-c", "import uvicorn, httptools; print(uvicorn.__version__)"],
+            capture_output=True, text=True, cwd=common.CHILD_CWD)
+        if proc.returncode != 0:
+            raise common.PreconditionError(
+                "%s cannot import uvicorn and httptools (icount's http part): "
+                "python bench/run.py setup" % args.python)
+        args.uvicorn_version = proc.stdout.strip()
     if shutil.which("strace") is None:
         raise common.PreconditionError("strace not found: apt-get install -y strace")
     if shutil.which("valgrind") is None:
@@ -159,15 +169,34 @@ def server_cmd(args, name, script_dir, mode, port):
 
 def count_echo(args, name, script_dir, mode, size, n):
     """One echo server under callgrind; {instructions, syscalls} per request."""
+    msg = b"x" * size
+    pause_s = ECHO_PAUSE_S.get(mode, 0.0)
+
+    def connect(port):
+        return echo_client(port, mode)
+
+    def exchange(sock, k):
+        round_trips(sock, msg, k, pause_s)
+
+    return count_server("echo-" + name.replace(" ", "-"),
+                        lambda port: (server_cmd(args, name, script_dir, mode, port), None),
+                        connect, exchange, ECHO_WARMUP, n)
+
+
+def count_server(label, make_cmd, connect, exchange, warmup, n):
+    """A server under callgrind, then twice under strace: {instructions,
+    syscalls} per request. make_cmd(port) -> (argv, environment or None);
+    connect(port) -> a client socket; exchange(sock, k) makes k requests,
+    each answered before the next."""
     out_dir = os.path.join(common.CACHE_DIR, "callgrind")
     os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "echo-%s.out" % name.replace(" ", "-"))
+    base = os.path.join(out_dir, "%s.out" % label)
     for old in glob.glob(base + "*"):
         os.remove(old)
     port = common.free_port()
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base] + server_cmd(
-        args, name, script_dir, mode, port)
-    env = dict(os.environ, PYTHONHASHSEED="0", GLIBC_TUNABLES=NO_REP_STRINGS)
+    argv, env = make_cmd(port)
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base] + argv
+    env = dict(env or os.environ, PYTHONHASHSEED="0", GLIBC_TUNABLES=NO_REP_STRINGS)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, cwd=common.CHILD_CWD, env=env)
 
@@ -177,14 +206,12 @@ def count_echo(args, name, script_dir, mode, size, n):
 
     try:
         common.wait_port(port, proc, timeout_s=180)
-        with echo_client(port, mode) as sock:
-            msg = b"x" * size
-            pause_s = ECHO_PAUSE_S.get(mode, 0.0)
-            round_trips(sock, msg, ECHO_WARMUP, pause_s)
+        with connect(port) as sock:
+            exchange(sock, warmup)
             control("--zero")
-            round_trips(sock, msg, n, pause_s)
+            exchange(sock, n)
             control("--dump=n")
-            round_trips(sock, msg, 3 * n, pause_s)
+            exchange(sock, 3 * n)
             control("--dump=3n")
     finally:
         common.stop(proc)
@@ -195,9 +222,11 @@ def count_echo(args, name, script_dir, mode, size, n):
         raise RuntimeError("callgrind wrote %d dumps: %s" % (len(dumps), stderr.strip()[-800:]))
     small, large = dump_totals(dumps[-2]), dump_totals(dumps[-1])
 
+    def syscalls(k):
+        return count_syscalls(make_cmd, connect, exchange, warmup + k)
+
     return {"instructions": (large["Ir"] - small["Ir"]) / (2 * n),
-            "syscalls": (count_syscalls(args, name, script_dir, mode, size, 3 * n)
-                         - count_syscalls(args, name, script_dir, mode, size, n)) / (2 * n)}
+            "syscalls": (syscalls(3 * n) - syscalls(n)) / (2 * n)}
 
 
 def echo_server_args(name, script_dir, mode, port):
@@ -206,12 +235,14 @@ def echo_server_args(name, script_dir, mode, port):
             "--addr", "127.0.0.1:%d" % port]
 
 
-def count_syscalls(args, name, script_dir, mode, size, n):
-    """Syscalls of a whole server run: start-up, warm-up and n requests."""
-    out = os.path.join(common.CACHE_DIR, "strace-echo.txt")
+def count_syscalls(make_cmd, connect, exchange, k):
+    """Syscalls of a whole server run (count_server's arguments): start-up and
+    k requests."""
+    out = os.path.join(common.CACHE_DIR, "strace-server.txt")
     port = common.free_port()
-    cmd = ["strace", "-f", "-c", "-o", out] + server_cmd(args, name, script_dir, mode, port)
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    argv, env = make_cmd(port)
+    cmd = ["strace", "-f", "-c", "-o", out] + argv
+    env = dict(env or os.environ, PYTHONHASHSEED="0")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=common.CHILD_CWD, env=env)
     def stop_server(sig):
@@ -229,8 +260,8 @@ def count_syscalls(args, name, script_dir, mode, size, n):
 
     try:
         common.wait_port(port, proc, timeout_s=60)
-        with echo_client(port, mode) as sock:
-            round_trips(sock, b"x" * size, ECHO_WARMUP + n, ECHO_PAUSE_S.get(mode, 0.0))
+        with connect(port) as sock:
+            exchange(sock, k)
         stop_server(signal.SIGTERM)
         proc.wait(timeout=30)
     finally:
@@ -330,11 +361,134 @@ def floor_gap_table(rows, names, floor):
             "(its own work)\n\n" + "\n".join(lines) + "\n")
 
 
-def run_suite(args, names, info):
-    rounds = args.rounds or 1  # deterministic: one round is enough
+# The HTTP part: uvicorn (httptools) serving http_app.py as in httpbench.py,
+# one keep-alive connection making sequential GET / requests. The client
+# pauses before each, as in sock mode, so that the server always waits for
+# the next request in its loop: the path of a server whose clients are
+# slower than it, and the same path on every request. (wrk's 64 connections
+# let a loop serve several per wake-up; one connection is the loop's whole
+# cost per request, with nothing shared.)
+HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+HTTP_PAUSE_S = 0.001
+HTTP_WARMUP = 320
+HTTP_CONNECTIONS = (1, 16)
+
+
+class HttpClient:
+    """k keep-alive connections to the server, used in lockstep: a round
+    sends one GET / on each, then reads every answer."""
+
+    def __init__(self, port, k):
+        self.socks = []
+        for _ in range(k):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks.append(sock)
+        self.bufs = [b""] * k
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for sock in self.socks:
+            sock.close()
+
+    def rounds(self, n, pause_s=HTTP_PAUSE_S):
+        for _ in range(n):
+            time.sleep(pause_s)
+            for sock in self.socks:
+                sock.sendall(HTTP_REQUEST)
+            for i, sock in enumerate(self.socks):
+                self.bufs[i] = self.answer(sock, self.bufs[i])
+
+    @staticmethod
+    def answer(sock, buf):
+        """Read one whole 200 answer; return what came after it."""
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                head = buf[:end]
+                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                if not head.startswith(b"HTTP/1.1 200 ") or not length:
+                    raise RuntimeError("unexpected answer: %r" % head[:200])
+                total = end + 4 + int(length.group(1))
+                if len(buf) >= total:
+                    return buf[total:]
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the HTTP server closed the connection")
+            buf += chunk
+
+
+def count_http(args, name, connections, n):
+    """uvicorn under callgrind: {instructions, syscalls} per request, over
+    `connections` connections in lockstep, about n requests (and
+    HTTP_WARMUP before them)."""
+    res = count_server("http-%s-c%d" % (name, connections),
+                       lambda port: httpbench.uvicorn_cmd(args, name, port),
+                       lambda port: HttpClient(port, connections),
+                       lambda client, k: client.rounds(k),
+                       max(1, HTTP_WARMUP // connections), max(1, n // connections))
+    return {key: value / connections for key, value in res.items()}
+
+
+def run_http(args, present, names, info, rounds):
+    """The HTTP part: rows for ratio_table, and its markdown."""
+    n = 320 if args.quick else 960
+    samples, errors = {}, {}
+    for rnd in range(rounds):
+        for connections in HTTP_CONNECTIONS:
+            for name in present:
+                print("icount http round %d/%d: %s, %d connection(s)"
+                      % (rnd + 1, rounds, name, connections), file=sys.stderr)
+                try:
+                    samples.setdefault((connections, name), []).append(
+                        count_http(args, name, connections, n))
+                except Exception as exc:
+                    errors[(connections, name)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
+    rows = []
+    for connections in HTTP_CONNECTIONS:
+        row = {"bench": "GET /, %d connection%s" % (connections, "s" * (connections > 1)),
+               "connections": connections, "loops": {}}
+        for name in names:
+            row["loops"][name] = common.loop_entry(
+                name, info, samples.get((connections, name)), errors.get((connections, name)),
+                {"instructions_per_request": ("instructions", False),
+                 "syscalls_per_request": ("syscalls", False)})
+        rows.append(row)
+    md = ("\n### icount http: uvicorn's instructions per request under callgrind (in "
+          "brackets: %s's ÷ this one's, >1 is cheaper)\n\n" % args.baseline)
+    md += common.ratio_table(rows, names, "instructions_per_request", args.baseline,
+                             "uvicorn + httptools", higher_is_better=False, stat="median")
+    md += "\n### icount http: uvicorn's syscalls per request\n\n"
+    md += common.ratio_table(rows, names, "syscalls_per_request", args.baseline,
+                             "uvicorn + httptools", higher_is_better=False, stat="median")
+    md += ("\nuvicorn %s --http httptools serving http_app.py (13-byte body); keep-alive "
+           "connections used in lockstep (a GET / on each, then every answer read), the "
+           "client pausing %g ms before each round so that the server waits for it; "
+           "(I(3n) − I(n)) / 2n with n ≈ %d requests after %d warm-up requests; user-space "
+           "instructions only.\n"
+           % (getattr(args, "uvicorn_version", "?"), HTTP_PAUSE_S * 1000, n, HTTP_WARMUP))
+    return rows, md
+
+
+def parts(args):
+    """What this run measures: micro, echo, http. Without --modes, all three
+    (echo's default cells); --modes names echo modes, and/or micro, http."""
+    if not getattr(args, "modes", None):
+        return {"micro", "echo", "http"}
+    named = {m for m in args.modes.split(",") if m}
+    unknown = named - {"micro", "http"} - set(echo.MODES)
+    if unknown:
+        raise common.PreconditionError("unknown icount modes: %s" % ", ".join(sorted(unknown)))
+    return (named & {"micro", "http"}) | ({"echo"} if named & set(echo.MODES) else set())
+
+
+def run_micro(args, present, names, info, rounds):
+    """The micro part: rows for ratio_table, and its markdown."""
     n = N_OPS // 3 if args.quick else N_OPS
     n = max(1000, n - n % 1000)
-    present = [x for x in names if "missing" not in info["loops"][x]]
     samples, errors = {}, {}
     for rnd in range(rounds):
         for name in present:
@@ -359,5 +513,21 @@ def run_suite(args, names, info):
                              higher_is_better=False, stat="median")
     md += ("\n(I(3n) − I(n)) / 2n with n = %d, PYTHONHASHSEED=0, %d round(s); same "
            "benchmarks as micro, threadsafe excluded.\n" % (n, rounds))
-    echo_rows, echo_md = run_echo(args, present, names, info, rounds)
-    return {"rows": rows, "echo_rows": echo_rows, "params": {"n": n, "rounds": rounds}}, md + echo_md
+    return rows, md, n
+
+
+def run_suite(args, names, info):
+    rounds = args.rounds or 1  # deterministic: one round is enough
+    present = [x for x in names if "missing" not in info["loops"][x]]
+    todo = parts(args)
+    doc, md = {"params": {"rounds": rounds, "parts": sorted(todo)}}, ""
+    if "micro" in todo:
+        doc["rows"], part_md, doc["params"]["n"] = run_micro(args, present, names, info, rounds)
+        md += part_md
+    if "echo" in todo:
+        doc["echo_rows"], part_md = run_echo(args, present, names, info, rounds)
+        md += part_md
+    if "http" in todo:
+        doc["http_rows"], part_md = run_http(args, present, names, info, rounds)
+        md += part_md
+    return doc, md
