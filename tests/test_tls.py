@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import warnings
+from asyncio import sslproto
 
 import pytest
 
@@ -1203,6 +1204,74 @@ def test_writelines_over_tls(loop, server_ctx, client_ctx, no_leaks):
         return got
 
     assert loop.run_until_complete(main()) == b"one,two,three," + b"x" * 70_000
+
+
+def test_write_over_tls_takes_bytes_like_objects_and_refuses_the_rest(loop, server_ctx,
+                                                                      client_ctx, no_leaks):
+    # The application's TLS transport is asyncio's class (or, on zloop, a
+    # subclass whose write() has a one-frame path): each bytes-like type
+    # goes out in order, b"" is nothing, anything else is asyncio's TypeError.
+    async def main():
+        server, addr, served = await _tls_server(loop, server_ctx, RecordingProtocol)
+        tr, client = await loop.create_connection(
+            lambda: RecordingProtocol(loop), *addr, ssl=client_ctx, server_hostname="localhost"
+        )
+        assert isinstance(tr, sslproto._SSLProtocolTransport)
+        for data in (b"one,", bytearray(b"two,"), memoryview(b"three,"), b"",
+                     memoryview(b"--four,--")[2:-2], b"x" * 70_000):
+            tr.write(data)
+        with pytest.raises(TypeError, match="data: expecting a bytes-like instance, got str"):
+            tr.write("five")
+        await until(lambda: served)
+        got = await wait_for(served[0].received(19 + 70_000))
+        tr.close()
+        await wait_for(client.lost)
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        return got
+
+    assert loop.run_until_complete(main()) == b"one,two,three,four," + b"x" * 70_000
+
+
+@pytest.mark.parametrize("protocol_cls", [RecordingProtocol, RecordingBufferedProtocol])
+def test_a_tls_transport_reads_without_asking_for_the_buffer_each_time(loop, loop_name,
+                                                                       server_ctx, client_ctx,
+                                                                       protocol_cls):
+    # zloop's TLS protocol always gives out its loop's one read buffer, so
+    # its raw transport is handed it once and does not call get_buffer()
+    # (a Python call) before each read. The profile hook sees the calls.
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's transport calls get_buffer() before each read")
+    rounds = 20
+
+    async def main():
+        server, addr, served = await _tls_server(loop, server_ctx)
+        tr, client = await _tls_client(loop, addr, client_ctx, protocol_cls)
+        tr.write(b"warm-up")
+        await until(lambda: len(client.data) >= 7)
+        calls = []
+
+        def hook(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "get_buffer":
+                calls.append(type(frame.f_locals.get("self")).__name__)
+
+        sys.setprofile(hook)
+        try:
+            for i in range(1, rounds + 1):
+                tr.write(b"m" * 100)
+                await until(lambda: len(client.data) >= 7 + 100 * i)
+        finally:
+            sys.setprofile(None)
+        tr.close()
+        await wait_for(client.lost)
+        await _close_server(server)
+        return client, calls
+
+    client, calls = loop.run_until_complete(main())
+    assert bytes(client.data) == b"warm-up" + b"m" * 100 * rounds
+    assert [c for c in calls if c == "_SSLProtocol"] == []
+    if protocol_cls is RecordingBufferedProtocol:
+        assert len(calls) >= rounds  # the application's own get_buffer() still is
 
 
 @pytest.mark.parametrize("how", ["fin", "rst"])

@@ -64,6 +64,16 @@ def _check_ssl_socket(sock):
 # ----------------------------------------------------------- transport
 
 
+def _reads(protocol):
+    """How the native transport reads for `protocol`: into the buffer it
+    always gives out (zloop's TLS protocol: its loop's one buffer, so the
+    transport need not call get_buffer() for it), through get_buffer() (a
+    BufferedProtocol), or into a new bytes for data_received() (False)."""
+    if type(protocol) is _tls._SSLProtocol:
+        return protocol.get_buffer(-1)
+    return isinstance(protocol, protocols.BufferedProtocol)
+
+
 class _SocketOwner:
     """repr(), the unclosed-transport warning and the flow-control
     callbacks shared by zloop's socket transports (stream and datagram),
@@ -144,7 +154,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._loop = loop
         self._server = None
         self._protocol_connected = True
-        self._setup(loop, sock.fileno(), protocol, isinstance(protocol, protocols.BufferedProtocol))
+        self._setup(loop, sock.fileno(), protocol, _reads(protocol))
         self._server = server
         if server is not None:
             server._attach(self)
@@ -156,7 +166,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
             loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
 
     def set_protocol(self, protocol):
-        self._set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))
+        self._set_protocol(protocol, _reads(protocol))
         self._protocol_connected = True
 
     def get_extra_info(self, name, default=None):

@@ -71,8 +71,8 @@ class _SSLProtocol(sslproto.SSLProtocol):
     decrypt (``_do_read__copied``), where asyncio reads until an
     ``SSLWantReadError``; a wrapped connection's receive and its write
     with nothing queued run asyncio's steps in one frame each
-    (``buffer_updated``, ``_write_appdata``) where asyncio takes five or
-    six; and ``SSLProtocol`` gives every connection a 256 KiB
+    (``buffer_updated``, and ``_SSLProtocolTransport.write`` below) where
+    asyncio takes five or six; and ``SSLProtocol`` gives every connection a 256 KiB
     ``bytearray``, zero-filled, so resident at once, for the transport to
     read the ciphertext into; ``buffer_updated()`` copies it into the TLS
     object's input straight away. The transport asks for that buffer
@@ -80,7 +80,9 @@ class _SSLProtocol(sslproto.SSLProtocol):
     read in between (``feedBuffered``/``readBuffered`` in transport.zig),
     so one buffer per loop serves every connection of the loop: an idle
     TLS connection's end costs about 29 KiB of RSS instead of 289 KiB,
-    and a new one no longer allocates and clears 256 KiB.
+    and a new one no longer allocates and clears 256 KiB. Since
+    ``get_buffer()`` always returns that buffer, the transport is given
+    it once (``_net._reads``) and reads into it without the call.
 
     - Write flow control: ``SSLProtocol`` pauses the application when its
       buffered size is at least the high-water mark, where every other
@@ -158,32 +160,14 @@ class _SSLProtocol(sslproto.SSLProtocol):
         except Exception as ex:
             self._fatal_error(ex, "Fatal error on SSL protocol")
 
-    def _write_appdata(self, list_of_data):
-        if (self._state is not _WRAPPED or self._write_backlog or self._ssl_writing_paused
-                or type(list_of_data) is not tuple or len(list_of_data) != 1):
-            return super()._write_appdata(list_of_data)
-        # One write() on a wrapped connection with nothing queued before it
-        # and the raw transport taking data: asyncio's _write_appdata(),
-        # _do_write() and _process_outgoing() in one frame. What the TLS
-        # object does not take stays queued, as there.
-        data = list_of_data[0]
-        try:
-            try:
-                count = self._tls_object.write(data)
-            except sslproto.SSLAgainErrors:
-                count = 0
-            if count < len(data):
-                rest = data[count:]
-                self._write_backlog.append(rest)
-                self._write_buffer_size += len(rest)
-            out = self._outgoing.read()
-            if out:
-                self._transport.write(out)
-            if (self._app_writing_paused
-                    or self._outgoing.pending + self._write_buffer_size > self._outgoing_high_water):
-                self._control_app_writing()  # else it would change nothing
-        except Exception as ex:
-            self._fatal_error(ex, "Fatal error on SSL protocol")
+    def _get_app_transport(self):
+        # asyncio's, making this module's transport class.
+        if self._app_transport is None:
+            if self._app_transport_created:
+                raise RuntimeError("Creating _SSLProtocolTransport twice")
+            self._app_transport = _SSLProtocolTransport(self._loop, self)
+            self._app_transport_created = True
+        return self._app_transport
 
     def _control_ssl_reading(self):
         # asyncio's, with _get_read_buffer_size() inlined.
@@ -299,6 +283,38 @@ class _SSLProtocol(sslproto.SSLProtocol):
 
     def _tell_app(self, name):
         _flow.tell_protocol(self._loop, self._app_protocol, name, self._app_transport, self)
+
+
+class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
+    """The application's TLS transport: asyncio's, whose ``write()`` of
+    bytes on a wrapped connection with nothing queued and the raw
+    transport taking data runs asyncio's ``write()``, ``_write_appdata()``,
+    ``_do_write()`` and ``_process_outgoing()`` in one frame, the same
+    steps in the same order. What the TLS object does not take stays
+    queued, as there; anything else takes asyncio's path."""
+
+    def write(self, data):
+        proto = self._ssl_protocol
+        if (proto._state is not _WRAPPED or proto._write_backlog or proto._ssl_writing_paused
+                or not isinstance(data, (bytes, bytearray, memoryview)) or not data):
+            return super().write(data)
+        try:
+            try:
+                count = proto._tls_object.write(data)
+            except sslproto.SSLAgainErrors:
+                count = 0
+            if count < len(data):
+                rest = data[count:]
+                proto._write_backlog.append(rest)
+                proto._write_buffer_size += len(rest)
+            out = proto._outgoing.read()
+            if out:
+                proto._transport.write(out)
+            if (proto._app_writing_paused
+                    or proto._outgoing.pending + proto._write_buffer_size > proto._outgoing_high_water):
+                proto._control_app_writing()  # else it would change nothing
+        except Exception as ex:
+            proto._fatal_error(ex, "Fatal error on SSL protocol")
 
 
 def _read_buffer(loop):

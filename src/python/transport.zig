@@ -82,6 +82,10 @@ pub const Inner = struct {
     /// The peer's EOF was seen; reading stopped for good.
     read_eof: bool = false,
     buffered: bool = false,
+    /// What the protocol's get_buffer() returns every time, when the
+    /// transport knows it (zloop's TLS protocol gives out its loop's one
+    /// buffer, `_tls._SSLProtocol`): reads go into it without the call.
+    fixed_buffer: ?*Obj = null,
     /// The last read brought more than `read_exact_bytes` (or filled the
     /// lent buffer): the next one reads into the spare, and asks the kernel
     /// how much is there first if the protocol keeps data (`readExact`).
@@ -899,15 +903,17 @@ fn deliver(t: *Transport, data: *Obj) core.RunError!void {
 /// `protocol.get_buffer(-1)` as a writable, non-empty view (released by
 /// the caller); false once the failure went to `_fatal_error`.
 fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
-    const hint = c.PyLong_FromLong(-1) orelse {
-        try pendingToRun(t);
-        return false;
-    };
-    const buf_obj = py.callMethod(t.protocol.?, names.get_buffer, .{hint});
-    py.decref(hint);
-    const bo = buf_obj orelse {
-        try fatalFromPending(t, names.msg_get_buffer);
-        return false;
+    const bo = if (t.inner.?.fixed_buffer) |fixed| py.newref(fixed) else bo: {
+        const hint = c.PyLong_FromLong(-1) orelse {
+            try pendingToRun(t);
+            return false;
+        };
+        const buf_obj = py.callMethod(t.protocol.?, names.get_buffer, .{hint});
+        py.decref(hint);
+        break :bo buf_obj orelse {
+            try fatalFromPending(t, names.msg_get_buffer);
+            return false;
+        };
     };
     defer py.decref(bo);
     // As asyncio's `_read_ready__get_buffer`: `len(buf)` belongs to the
@@ -1020,11 +1026,36 @@ pub fn innerOrRaise(self: ?*Obj) ?*Inner {
     return null;
 }
 
-/// `_setup(loop, fd, protocol, buffered)`: registers the fd with the
+/// How the transport reads for its protocol: `_setup`'s and
+/// `_set_protocol`'s last argument, False (data_received), True
+/// (get_buffer and buffer_updated) or the buffer object the protocol's
+/// get_buffer() returns every time (buffer_updated only).
+const ReadMode = struct {
+    buffered: bool,
+    fixed_buffer: ?*Obj,
+
+    fn parse(arg: *Obj) ?ReadMode {
+        if (c.Py_TYPE(arg) == &c.PyBool_Type) return .{ .buffered = py.isTrue(arg), .fixed_buffer = null };
+        if (c.PyObject_CheckBuffer(arg) == 0) {
+            _ = py.raise(c.PyExc_TypeError, "reads must be True, False or a buffer");
+            return null;
+        }
+        return .{ .buffered = true, .fixed_buffer = arg };
+    }
+
+    fn apply(mode: ReadMode, in: *Inner) void {
+        in.buffered = mode.buffered;
+        const old = in.fixed_buffer;
+        in.fixed_buffer = if (mode.fixed_buffer) |b| py.newref(b) else null;
+        py.xdecref(old);
+    }
+};
+
+/// `_setup(loop, fd, protocol, reads)`: registers the fd with the
 /// loop's reactor (no interest yet) and takes the reactor's reference.
 fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
-    if (nargs != 4) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, buffered)");
+    if (nargs != 4) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, reads)");
     if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
     const loop_obj = args[0].?;
     if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
@@ -1036,15 +1067,14 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
     const fd: i32 = @intCast(fd_long);
-    const buffered = c.PyObject_IsTrue(args[3]);
-    if (buffered < 0) return null;
+    const reads = ReadMode.parse(args[3].?) orelse return null;
     const registered = loop_mod.claimFd(l, fd) orelse return null;
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
         .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
-        .buffered = buffered != 0,
     };
+    reads.apply(in);
     l.reactor.attach(&in.w) catch {
         gpa.destroy(in);
         return c.PyErr_NoMemory();
@@ -1098,10 +1128,9 @@ fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 
 fn setProtocolNative(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
-    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_protocol(protocol, buffered)");
-    const buffered = c.PyObject_IsTrue(args[1]);
-    if (buffered < 0) return null;
-    if (t.inner) |in| in.buffered = buffered != 0;
+    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_protocol(protocol, reads)");
+    const reads = ReadMode.parse(args[1].?) orelse return null;
+    if (t.inner) |in| reads.apply(in);
     py.clear(&t.protocol);
     t.protocol = py.newref(args[0].?);
     updateInterest(t); // a buffered protocol reads the usual way
@@ -1685,7 +1714,8 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     if (tp_rc != 0) return tp_rc;
     const ctx: ?*Obj = if (t.inner) |in| in.context else null;
     const sendfile_cb: ?*Obj = if (t.inner) |in| in.sendfile_writer else null;
-    inline for (.{ t.extra, t.loop, t.protocol, ctx, sendfile_cb }) |m| if (m) |o| {
+    const fixed_buffer: ?*Obj = if (t.inner) |in| in.fixed_buffer else null;
+    inline for (.{ t.extra, t.loop, t.protocol, ctx, sendfile_cb, fixed_buffer }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -1711,6 +1741,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     if (t.inner) |in| {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
+        py.clear(&in.fixed_buffer);
         in.wq.releaseAll();
         in.cork.release();
     }
@@ -1725,6 +1756,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         std.debug.assert(!in.attached);
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
+        py.clear(&in.fixed_buffer);
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);
         in.cork.release();
