@@ -631,29 +631,16 @@ def test_an_idle_tls_connection_holds_no_read_buffer_of_its_own(loop, loop_name,
     assert (held - before) / count < 64 * 1024
 
 
-@pytest.mark.parametrize("protocol_cls", [RecordingProtocol, RecordingBufferedProtocol])
-def test_a_tls_receive_reads_until_drained_not_until_an_exception(loop, loop_name, server_ctx,
-                                                                    client_ctx, protocol_cls):
-    # asyncio's sslproto reads each receive until SSLWantReadError: an
-    # exception made per receive (message, attributes, traceback), which
-    # cost more than decrypting a small message. zloop's stops once neither
-    # the incoming BIO nor the TLS object has anything left. The profile
-    # hook sees each C-level read that raises.
-    if loop_name == "asyncio":
-        pytest.skip("asyncio's sslproto reads until SSLWantReadError")
-    rounds = 50
-
+def _tls_rounds_under_a_profile_hook(loop, server_ctx, client_ctx, protocol_cls, hook,
+                                     rounds):
+    """A TLS connection on `loop` echoing `rounds` small messages to a
+    `protocol_cls` client with `hook` as the profile function (after a
+    warm-up without it); asserts the client got every byte."""
     async def main():
         server, addr, served = await _tls_server(loop, server_ctx)
         tr, client = await _tls_client(loop, addr, client_ctx, protocol_cls)
         tr.write(b"warm-up")
         await until(lambda: len(client.data) >= 7)
-        raised = []
-
-        def hook(frame, event, arg):
-            if event == "c_exception" and getattr(arg, "__name__", "") == "read":
-                raised.append(type(getattr(arg, "__self__", None)).__name__)
-
         sys.setprofile(hook)
         try:
             for i in range(1, rounds + 1):
@@ -664,11 +651,52 @@ def test_a_tls_receive_reads_until_drained_not_until_an_exception(loop, loop_nam
         tr.close()
         await wait_for(client.lost)
         await _close_server(server)
-        return client, raised
+        return client
 
-    client, raised = loop.run_until_complete(main())
+    client = loop.run_until_complete(main())
     assert bytes(client.data) == b"warm-up" + b"m" * 100 * rounds
+
+
+@pytest.mark.parametrize("protocol_cls", [RecordingProtocol, RecordingBufferedProtocol])
+def test_a_tls_receive_reads_until_drained_not_until_an_exception(loop, loop_name, server_ctx,
+                                                                    client_ctx, protocol_cls):
+    # asyncio's sslproto reads each receive until SSLWantReadError: an
+    # exception made per receive (message, attributes, traceback), which
+    # cost more than decrypting a small message. zloop's stops once neither
+    # the incoming BIO nor the TLS object has anything left. The profile
+    # hook sees each C-level read that raises.
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's sslproto reads until SSLWantReadError")
+    raised = []
+
+    def hook(frame, event, arg):
+        if event == "c_exception" and getattr(arg, "__name__", "") == "read":
+            raised.append(type(getattr(arg, "__self__", None)).__name__)
+
+    _tls_rounds_under_a_profile_hook(loop, server_ctx, client_ctx, protocol_cls, hook, 50)
     assert [r for r in raised if r == "_SSLSocket"] == []
+
+
+@pytest.mark.parametrize("protocol_cls", [RecordingProtocol, RecordingBufferedProtocol])
+def test_a_tls_transport_reads_without_asking_for_the_buffer_each_time(loop, loop_name,
+                                                                       server_ctx, client_ctx,
+                                                                       protocol_cls):
+    # zloop's TLS protocol always gives out its loop's one read buffer, so
+    # its raw transport is handed it once and does not call get_buffer()
+    # (a Python call) before each read. The profile hook sees the calls.
+    if loop_name == "asyncio":
+        pytest.skip("asyncio's transport calls get_buffer() before each read")
+    rounds = 20
+    calls = []
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "get_buffer":
+            calls.append(type(frame.f_locals.get("self")).__name__)
+
+    _tls_rounds_under_a_profile_hook(loop, server_ctx, client_ctx, protocol_cls, hook, rounds)
+    assert [c for c in calls if c == "_SSLProtocol"] == []
+    if protocol_cls is RecordingBufferedProtocol:
+        assert len(calls) >= rounds  # the application's own get_buffer() still is
 
 
 def test_loop_sendfile_over_tls(loop, server_ctx, client_ctx, tmp_path):
@@ -1188,22 +1216,32 @@ def test_large_transfer_both_ways_with_flow_control(loop, server_ctx, client_ctx
         assert proto.events.count("pause") == proto.events.count("resume")
 
 
-def test_writelines_over_tls(loop, server_ctx, client_ctx, no_leaks):
+def _what_the_server_gets(loop, server_ctx, client_ctx, send, nbytes):
+    """What a TLS server on `loop` receives (nbytes) once send(transport)
+    ran on a client's TLS transport; both ends are closed after."""
     async def main():
         server, addr, served = await _tls_server(loop, server_ctx, RecordingProtocol)
         tr, client = await loop.create_connection(
             lambda: RecordingProtocol(loop), *addr, ssl=client_ctx, server_hostname="localhost"
         )
-        tr.writelines([b"one,", bytearray(b"two,"), memoryview(b"three,"), b"", b"x" * 70_000])
+        send(tr)
         await until(lambda: served)
-        got = await wait_for(served[0].received(14 + 70_000))
+        got = await wait_for(served[0].received(nbytes))
         tr.close()
         await wait_for(client.lost)
         await wait_for(served[0].lost)
         await _close_server(server)
         return got
 
-    assert loop.run_until_complete(main()) == b"one,two,three," + b"x" * 70_000
+    return loop.run_until_complete(main())
+
+
+def test_writelines_over_tls(loop, server_ctx, client_ctx, no_leaks):
+    def send(tr):
+        tr.writelines([b"one,", bytearray(b"two,"), memoryview(b"three,"), b"", b"x" * 70_000])
+
+    got = _what_the_server_gets(loop, server_ctx, client_ctx, send, 14 + 70_000)
+    assert got == b"one,two,three," + b"x" * 70_000
 
 
 def test_write_over_tls_takes_bytes_like_objects_and_refuses_the_rest(loop, server_ctx,
@@ -1211,67 +1249,16 @@ def test_write_over_tls_takes_bytes_like_objects_and_refuses_the_rest(loop, serv
     # The application's TLS transport is asyncio's class (or, on zloop, a
     # subclass whose write() has a one-frame path): each bytes-like type
     # goes out in order, b"" is nothing, anything else is asyncio's TypeError.
-    async def main():
-        server, addr, served = await _tls_server(loop, server_ctx, RecordingProtocol)
-        tr, client = await loop.create_connection(
-            lambda: RecordingProtocol(loop), *addr, ssl=client_ctx, server_hostname="localhost"
-        )
+    def send(tr):
         assert isinstance(tr, sslproto._SSLProtocolTransport)
         for data in (b"one,", bytearray(b"two,"), memoryview(b"three,"), b"",
                      memoryview(b"--four,--")[2:-2], b"x" * 70_000):
             tr.write(data)
         with pytest.raises(TypeError, match="data: expecting a bytes-like instance, got str"):
             tr.write("five")
-        await until(lambda: served)
-        got = await wait_for(served[0].received(19 + 70_000))
-        tr.close()
-        await wait_for(client.lost)
-        await wait_for(served[0].lost)
-        await _close_server(server)
-        return got
 
-    assert loop.run_until_complete(main()) == b"one,two,three,four," + b"x" * 70_000
-
-
-@pytest.mark.parametrize("protocol_cls", [RecordingProtocol, RecordingBufferedProtocol])
-def test_a_tls_transport_reads_without_asking_for_the_buffer_each_time(loop, loop_name,
-                                                                       server_ctx, client_ctx,
-                                                                       protocol_cls):
-    # zloop's TLS protocol always gives out its loop's one read buffer, so
-    # its raw transport is handed it once and does not call get_buffer()
-    # (a Python call) before each read. The profile hook sees the calls.
-    if loop_name == "asyncio":
-        pytest.skip("asyncio's transport calls get_buffer() before each read")
-    rounds = 20
-
-    async def main():
-        server, addr, served = await _tls_server(loop, server_ctx)
-        tr, client = await _tls_client(loop, addr, client_ctx, protocol_cls)
-        tr.write(b"warm-up")
-        await until(lambda: len(client.data) >= 7)
-        calls = []
-
-        def hook(frame, event, arg):
-            if event == "call" and frame.f_code.co_name == "get_buffer":
-                calls.append(type(frame.f_locals.get("self")).__name__)
-
-        sys.setprofile(hook)
-        try:
-            for i in range(1, rounds + 1):
-                tr.write(b"m" * 100)
-                await until(lambda: len(client.data) >= 7 + 100 * i)
-        finally:
-            sys.setprofile(None)
-        tr.close()
-        await wait_for(client.lost)
-        await _close_server(server)
-        return client, calls
-
-    client, calls = loop.run_until_complete(main())
-    assert bytes(client.data) == b"warm-up" + b"m" * 100 * rounds
-    assert [c for c in calls if c == "_SSLProtocol"] == []
-    if protocol_cls is RecordingBufferedProtocol:
-        assert len(calls) >= rounds  # the application's own get_buffer() still is
+    got = _what_the_server_gets(loop, server_ctx, client_ctx, send, 19 + 70_000)
+    assert got == b"one,two,three,four," + b"x" * 70_000
 
 
 @pytest.mark.parametrize("how", ["fin", "rst"])
