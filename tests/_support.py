@@ -97,6 +97,19 @@ Debug mode is off: in debug mode the repr names where the handle was made.
         ref.close()
 
 
+def short_writes_sslobject_class(most=1000):
+    """An ``ssl.SSLObject`` subclass whose ``write()`` takes at most
+    ``most`` bytes, as an SSL_write in partial-write mode may (for a
+    context's ``sslobject_class``)."""
+    import ssl
+
+    class ShortWritesSSLObject(ssl.SSLObject):
+        def write(self, data):
+            return super().write(memoryview(data).cast("B")[:most])
+
+    return ShortWritesSSLObject
+
+
 def tls_contexts(host="127.0.0.1"):
     """A throwaway CA's ``(server_ctx, client_ctx)``: the server's
     certificate names ``localhost`` and ``host``; the client trusts the CA.

@@ -17,7 +17,7 @@ from asyncio import sslproto
 import pytest
 
 from _net import EchoProtocol, RecordingBufferedProtocol, RecordingProtocol, payload, wait_for
-from _support import PY, open_fds
+from _support import PY, open_fds, short_writes_sslobject_class
 
 trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
 
@@ -1259,6 +1259,24 @@ def test_write_over_tls_takes_bytes_like_objects_and_refuses_the_rest(loop, serv
 
     got = _what_the_server_gets(loop, server_ctx, client_ctx, send, 19 + 70_000)
     assert got == b"one,two,three,four," + b"x" * 70_000
+
+
+def test_a_tls_write_the_tls_object_takes_in_parts_goes_out_whole(loop, ca, server_ctx,
+                                                                   no_leaks):
+    # asyncio's _do_write() goes on writing until the TLS object has taken
+    # everything (or cannot take more): one write() of 10 kB here is ten
+    # writes to the TLS object, all sent before write() returns, with
+    # nothing else happening on the connection afterwards.
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    ctx.sslobject_class = short_writes_sslobject_class(1000)
+    data = payload(10_000)
+
+    def send(tr):
+        tr.write(data)
+        assert tr.get_write_buffer_size() == 0
+
+    assert _what_the_server_gets(loop, server_ctx, ctx, send, len(data)) == data
 
 
 @pytest.mark.parametrize("how", ["fin", "rst"])

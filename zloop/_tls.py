@@ -290,8 +290,10 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
     bytes on a wrapped connection with nothing queued and the raw
     transport taking data runs asyncio's ``write()``, ``_write_appdata()``,
     ``_do_write()`` and ``_process_outgoing()`` in one frame, the same
-    steps in the same order. What the TLS object does not take stays
-    queued, as there; anything else takes asyncio's path."""
+    steps in the same order. When the TLS object takes only a part, the
+    rest goes through asyncio's ``_do_write()``, which keeps writing; when
+    it takes nothing (``SSLWantReadError``), the rest stays queued, as
+    there. Anything else takes asyncio's path."""
 
     def write(self, data):
         proto = self._ssl_protocol
@@ -302,11 +304,15 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
             try:
                 count = proto._tls_object.write(data)
             except sslproto.SSLAgainErrors:
-                count = 0
-            if count < len(data):
-                rest = data[count:]
+                count = None  # it takes nothing now: the rest waits, as there
+            if count is None or count < len(data):
+                rest = data[count or 0:]
                 proto._write_backlog.append(rest)
                 proto._write_buffer_size += len(rest)
+                if count is not None:
+                    # It took a part: asyncio's _do_write() goes on with
+                    # the rest (and ends with _process_outgoing()).
+                    return proto._do_write()
             out = proto._outgoing.read()
             if out:
                 proto._transport.write(out)
