@@ -1074,11 +1074,11 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         .owner = t,
         .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
     };
-    reads.apply(in);
     l.reactor.attach(&in.w) catch {
         gpa.destroy(in);
         return c.PyErr_NoMemory();
     };
+    reads.apply(in); // after anything that fails: it takes a reference
     in.attached = true;
     t.inner = in;
     py.clear(&t.loop);
