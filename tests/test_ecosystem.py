@@ -6,8 +6,8 @@ client in the same loop; and an aiohttp server (TCP, TLS, Unix socket)
 with aiohttp's client. Each case checks what every response carried, so
 asyncio and zloop must give the same answers. The libraries are pinned in
 tests/requirements.txt; uvicorn's, AnyIO's and uvloop's own suites run
-through the compat harness (docs/compat.md), these cases through the
-tests of every Python and backend.
+through the compat harness (docs/compat.md), these cases with the rest of
+zloop's tests (3.11-3.13, and 3.12 on io_uring).
 """
 
 import asyncio
