@@ -1,13 +1,14 @@
-"""The libraries the mission names, end to end, on each loop under test.
+"""Widely used asyncio libraries, end to end, on each loop under test.
 
 A FastAPI application served by uvicorn in the test's loop (h11 and
-httptools, plain and TLS), driven by HTTPX and by the `websockets`
-client in the same loop; and an aiohttp server (TCP, TLS, Unix socket)
-with aiohttp's client. Each case checks what every response carried, so
-asyncio and zloop must give the same answers. The libraries are pinned in
-tests/requirements.txt; uvicorn's, AnyIO's and uvloop's own suites run
-through the compat harness (docs/compat.md), these cases with the rest of
-zloop's tests (3.11-3.13, and 3.12 on io_uring).
+httptools, plain and TLS), driven by HTTPX and by the `websockets` client
+in the same loop; the `websockets` library's own server and client; and an
+aiohttp server (TCP, TLS, Unix socket) with aiohttp's client. Each case
+checks what every response carried, so asyncio and zloop must give the same
+answers. The libraries are pinned in tests/requirements.txt; uvicorn's,
+AnyIO's and uvloop's own suites run through the compat harness
+(docs/compat.md), these cases with the rest of zloop's tests (3.11-3.13,
+and 3.12 on io_uring).
 """
 
 import asyncio
@@ -189,6 +190,43 @@ def test_fastapi_under_uvicorn_answers_httpx_and_websockets(run, http, tls, cert
         return events
 
     assert run(main()) == ["startup", "shutdown"]
+
+
+# -- websockets: its own server and client -------------------------------------
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_websockets_server_and_client(run, tls):
+    server_mod = pytest.importorskip("websockets.asyncio.server", reason=REASON)
+    client_mod = pytest.importorskip("websockets.asyncio.client", reason=REASON)
+    from websockets.exceptions import ConnectionClosed
+
+    server_ctx, client_ctx = tls_contexts(HOST) if tls else (None, None)
+
+    async def handler(ws):
+        async for message in ws:
+            if message == "bye":
+                await ws.close(code=4000, reason="asked to")
+                return
+            await ws.send(message[::-1])
+
+    async def main():
+        async with server_mod.serve(handler, HOST, 0, ssl=server_ctx, max_size=None) as server:
+            port = server.sockets[0].getsockname()[1]
+            url = f"{'wss' if tls else 'ws'}://{HOST}:{port}"
+            async with client_mod.connect(url, ssl=client_ctx, max_size=None) as ws:
+                for i in range(50):
+                    await ws.send(f"message {i}")
+                    assert await ws.recv() == f"message {i}"[::-1]
+                await ws.send(BLOB)
+                assert await ws.recv() == BLOB[::-1]
+                await (await ws.ping())
+                await ws.send("bye")
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.recv()
+                return closed.value.rcvd.code, closed.value.rcvd.reason
+
+    assert run(main()) == (4000, "asked to")
 
 
 # -- aiohttp: server and client --------------------------------------------------
