@@ -110,16 +110,24 @@ def short_writes_sslobject_class(most=1000):
     return ShortWritesSSLObject
 
 
-def tls_contexts(host="127.0.0.1"):
-    """A throwaway CA's ``(server_ctx, client_ctx)``: the server's
-    certificate names ``localhost`` and ``host``; the client trusts the CA.
-    Skips the test without trustme."""
+def tls_certificate(host="127.0.0.1"):
+    """A throwaway CA's server certificate (trustme) naming ``localhost``
+    and ``host``, and a client context trusting that CA. Skips the test
+    without trustme."""
     import ssl
 
     trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
     ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", host).configure_cert(server_ctx)
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
+    return ca.issue_cert("localhost", host), client_ctx
+
+
+def tls_contexts(host="127.0.0.1"):
+    """``(server_ctx, client_ctx)`` for `tls_certificate`'s certificate."""
+    import ssl
+
+    cert, client_ctx = tls_certificate(host)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(server_ctx)
     return server_ctx, client_ctx

@@ -19,7 +19,7 @@ import socket
 
 import pytest
 
-from _support import no_leaks, tls_contexts  # noqa: F401 (no_leaks: autouse)
+from _support import no_leaks, tls_certificate, tls_contexts  # noqa: F401 (no_leaks: autouse)
 
 pytestmark = pytest.mark.network
 
@@ -27,6 +27,7 @@ HOST = "127.0.0.1"
 REASON = "pip install -r tests/requirements.txt"
 
 BLOB = os.urandom(3 * 1024 * 1024 + 17)  # a POST body that no single read holds
+BLOB_SHA = hashlib.sha256(BLOB).hexdigest()
 CHUNK = 64 * 1024
 CHUNKS = 48
 
@@ -38,22 +39,10 @@ def chunk(i):
 STREAMED_SHA = hashlib.sha256(b"".join(chunk(i) for i in range(CHUNKS))).hexdigest()
 
 
-def bound_socket():
-    sock = socket.socket()
-    sock.bind((HOST, 0))
-    return sock
-
-
 @pytest.fixture
 def certs(tmp_path):
     """(PEM file with the server's key and chain, a client context trusting it)."""
-    import ssl
-
-    trustme = pytest.importorskip("trustme", reason=REASON)
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", HOST)
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
+    cert, client_ctx = tls_certificate(HOST)
     pem = tmp_path / "server.pem"
     cert.private_key_and_cert_chain_pem.write_to_path(str(pem))
     return str(pem), client_ctx
@@ -127,7 +116,8 @@ async def uvicorn_serving(app, http, pem):
     config = uvicorn.Config(app, loop="none", http=http, ws="websockets-sansio",
                             lifespan="on", log_level="warning", **kw)
     server = uvicorn.Server(config)
-    sock = bound_socket()
+    sock = socket.socket()
+    sock.bind((HOST, 0))
     port = sock.getsockname()[1]
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
@@ -171,7 +161,7 @@ def test_fastapi_under_uvicorn_answers_httpx_and_websockets(run, http, tls, cert
 
                 r = await client.post("/echo", content=BLOB)
                 assert r.content == BLOB
-                assert r.headers["x-sha256"] == hashlib.sha256(BLOB).hexdigest()
+                assert r.headers["x-sha256"] == BLOB_SHA
 
                 digest = hashlib.sha256()
                 async with client.stream("GET", "/stream") as r:
@@ -280,7 +270,7 @@ def test_aiohttp_server_and_client(run, tls, tmp_path):
     async def client_rounds(session, base, ssl):
         async with session.post(base + "/echo", data=BLOB, ssl=ssl) as r:
             assert await r.read() == BLOB
-            assert r.headers["x-sha256"] == hashlib.sha256(BLOB).hexdigest()
+            assert r.headers["x-sha256"] == BLOB_SHA
         async with session.get(base + "/stream", ssl=ssl) as r:
             digest = hashlib.sha256()
             async for part in r.content.iter_chunked(CHUNK):
