@@ -37,8 +37,15 @@ RSS_ALLOWANCE = 4 << 20
 
 
 def live_types():
+    # Counted by hand: Counter(iterable) asks isinstance(iterable, Mapping),
+    # and after a library registered an ABC (aiohttp's import does) that
+    # question refills the negative caches of every Mapping subclass, a
+    # weakref each: the census would count its own side effect.
     gc.collect()
-    return collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+    counts = collections.defaultdict(int)
+    for o in gc.get_objects():
+        counts[type(o).__qualname__] += 1
+    return counts
 
 
 def grown_types(before, after, allowance):
