@@ -80,6 +80,42 @@ def test_sock_recv_returns_empty_at_eof(loop, pair):
     assert loop.run_until_complete(main()) == b""
 
 
+def test_sock_recv_sizes_after_waits_of_other_sizes(loop, pair):
+    # Receives of different sizes that first find nothing, one after
+    # another: each returns at most its size, exactly what arrived, and
+    # results already returned keep their content.
+    a, b = pair
+
+    async def one(n, message):
+        pending = loop.create_task(loop.sock_recv(b, n))
+        await yield_passes(2)  # the first try finds nothing; it waits
+        a.send(message)
+        return await wait_for(pending)
+
+    async def main():
+        got = []
+        for n, message in [(1_000_000, b"x" * 1000), (10, b"0123456789abc"),
+                           (2_000_000, b"y" * 70_000), (1, b"z"), (65536, b"w" * 5)]:
+            chunk = await one(n, message)
+            received = bytearray()
+            while True:
+                assert 0 < len(chunk) <= n
+                received += chunk
+                if len(received) >= len(message):
+                    break
+                chunk = await wait_for(loop.sock_recv(b, n))
+            assert len(received) == len(message)
+            got.append(bytes(received))
+        return got
+
+    first, second, third, fourth, fifth = loop.run_until_complete(main())
+    assert first == b"x" * 1000
+    assert second == b"0123456789abc"
+    assert third == b"y" * 70_000
+    assert fourth == b"z"
+    assert fifth == b"w" * 5
+
+
 def test_large_sock_sendall_with_a_concurrent_reader(loop, pair):
     a, b = pair
     data = payload(4 * 1024 * 1024)

@@ -73,8 +73,40 @@ pub const Received = union(enum) {
     failed: u16,
 };
 
-/// recv() straight into a fresh `bytes` of `n`, shrunk in place to what
-/// arrived. Null with the Python error set on a bad argument or no memory.
+/// A `bytes` kept from a receive that found nothing, for the next one:
+/// a server faster than its clients tries recv() first and waits (one
+/// attempt that finds nothing, one that finds data) for every message, and
+/// would otherwise allocate and free `n` bytes for the attempt that missed.
+/// Its size is its allocation's. Shared by the process's loops (the GIL
+/// orders them); at most `spare_max` bytes.
+var spare: ?*Obj = null;
+const spare_max = 1 << 20;
+
+/// A `bytes` of at least `n` (n > 0) to receive into: the spare when it
+/// is big enough, else a new one of `n`.
+fn receiveBuffer(n: usize) ?*Obj {
+    if (spare) |o| if (@as(usize, @intCast(c.Py_SIZE(o))) >= n) {
+        spare = null;
+        return o;
+    };
+    return c.PyBytes_FromStringAndSize(null, @intCast(n));
+}
+
+/// A buffer whose receive found nothing: kept as the spare when it is the
+/// bigger one and not too big, else freed.
+fn keepSpare(o: *Obj) void {
+    const len: usize = @intCast(c.Py_SIZE(o));
+    if (len > spare_max or (spare != null and c.Py_SIZE(spare.?) >= len)) {
+        py.decref(o);
+        return;
+    }
+    py.clear(&spare);
+    spare = o;
+}
+
+/// recv() straight into a `bytes` of at least `n`, shrunk in place to what
+/// arrived (the object is exactly what arrived, as socket.recv's). Null
+/// with the Python error set on a bad argument or no memory.
 pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     const fd = parseFd(fd_obj) orelse return null;
     const n = c.PyLong_AsSsize_t(n_obj);
@@ -82,21 +114,21 @@ pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
         if (c.PyErr_Occurred() == null) c.PyErr_SetString(c.PyExc_ValueError, "negative buffersize in recv");
         return null;
     }
-    var data: ?*Obj = c.PyBytes_FromStringAndSize(null, n) orelse return null;
+    var data: ?*Obj = if (n == 0) c.PyBytes_FromStringAndSize(null, 0) orelse return null else receiveBuffer(@intCast(n)) orelse return null;
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
     const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => {
-            py.decref(data.?);
+            if (n == 0) py.decref(data.?) else keepSpare(data.?);
             return .would_block;
         },
         else => |e| {
-            py.decref(data.?);
+            if (n == 0) py.decref(data.?) else keepSpare(data.?);
             return .{ .failed = @intFromEnum(e) };
         },
     }
-    if (rc != @as(usize, @intCast(n)) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
+    if (rc != @as(usize, @intCast(c.Py_SIZE(data.?))) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
     return .{ .data = data.? };
 }
 
