@@ -68,39 +68,77 @@ class PausesItself:
         self.transport.resume_reading()
 
 
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+async def _burst(loop, port, n):
+    """`n` connections to an echo server on `port`, each sent a message in
+    the same pass; each reply checked, then all closed."""
+    conns = await asyncio.gather(*(asyncio.open_connection(HOST, port) for _ in range(n)))
+    for i, (_, writer) in enumerate(conns):
+        writer.write(b"%05d" % i * 200)
+    replies = await wait_for(asyncio.gather(*(r.readexactly(1000) for r, _ in conns)), 30)
+    for _, writer in conns:
+        writer.close()
+    # Closed before the loop stops: on 3.11 a StreamWriter left closing
+    # leaves its socket to the collector (a ResourceWarning later).
+    await wait_for(asyncio.gather(*(writer.wait_closed() for _, writer in conns)))
+    assert replies == [b"%05d" % i * 200 for i in range(n)]
+
+
 def test_many_connections_receiving_at_once_each_get_their_bytes(loop):
     # 300 connections, each sent a message in the same pass: on io_uring
     # more arrive in one wait than the loop has buffers (64 to start), so
     # some receives find none free and the pool grows.
-    n = 300
+    async def main():
+        server = await loop.create_server(Echo, HOST, 0)
+        await _burst(loop, server.sockets[0].getsockname()[1], 300)
+        server.close()
+        await server.wait_closed()
 
-    class Echo(asyncio.Protocol):
-        def connection_made(self, transport):
-            self.transport = transport
+    loop.run_until_complete(main())
+    if _native_recv(loop):
+        assert loop._recv_buffers() > 64
 
-        def data_received(self, data):
-            self.transport.write(data)
+
+def test_the_receive_pool_shrinks_back_after_a_burst(loop):
+    # After the burst grew it, one connection's round trips (a buffer or
+    # two at a time) shrink the pool back to its first 64 buffers, the
+    # others freed; a second burst grows it again and every byte still
+    # arrives.
+    if not _native_recv(loop):
+        pytest.skip("the receive pool is zloop's on io_uring")
+
+    async def round_trips(port, n):
+        reader, writer = await asyncio.open_connection(HOST, port)
+        for i in range(n):
+            writer.write(b"%06d" % i)
+            assert await wait_for(reader.readexactly(6)) == b"%06d" % i
+        writer.close()
+        await writer.wait_closed()
 
     async def main():
         server = await loop.create_server(Echo, HOST, 0)
         port = server.sockets[0].getsockname()[1]
-        conns = await asyncio.gather(*(asyncio.open_connection(HOST, port) for _ in range(n)))
-        for i, (_, writer) in enumerate(conns):
-            writer.write(b"%05d" % i * 200)
-        replies = await wait_for(asyncio.gather(*(r.readexactly(1000) for r, _ in conns)), 30)
-        for _, writer in conns:
-            writer.close()
-        # Closed before the loop stops: on 3.11 a StreamWriter left closing
-        # leaves its socket to the collector (a ResourceWarning later).
-        await wait_for(asyncio.gather(*(writer.wait_closed() for _, writer in conns)))
+        await _burst(loop, port, 300)
+        grown = loop._recv_buffers()
+        assert grown > 64
+        await round_trips(port, 20_000)
+        shrunk = loop._recv_buffers()
+        await _burst(loop, port, 300)
+        regrown = loop._recv_buffers()
         server.close()
         await server.wait_closed()
-        return replies
+        return grown, shrunk, regrown
 
-    replies = loop.run_until_complete(main())
-    assert replies == [b"%05d" % i * 200 for i in range(n)]
-    if _native_recv(loop):
-        assert loop._recv_buffers() > 64
+    grown, shrunk, regrown = loop.run_until_complete(main())
+    assert shrunk == 64, (grown, shrunk)
+    assert regrown > 64
 
 
 @pytest.mark.parametrize("resume", ["call_soon", "call_later"])

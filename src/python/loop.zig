@@ -791,10 +791,11 @@ fn counts(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return c.Py_BuildValue("(nnn)", @as(py.Ssize, @intCast(loop.reactor.readyCount())), @as(py.Ssize, @intCast(loop.reactor.timerCount())), nw);
 }
 
-/// `_recv_buffers()`: how many buffers the native-receive pool has made
-/// (0: no stream transport has received natively), for tests.
+/// `_recv_buffers()`: how many buffers the native-receive pool holds now,
+/// in the ring or handed out (0: no stream transport has received
+/// natively), for tests.
 fn recvBuffers(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return c.PyLong_FromLong(py.cast(Loop, self.?).recv_pool.count);
+    return c.PyLong_FromSize_t(py.cast(Loop, self.?).recv_pool.held());
 }
 
 /// glibc's malloc serves blocks over its mmap threshold (128 KiB at start)

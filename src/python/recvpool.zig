@@ -13,6 +13,15 @@
 //! handed it out (a reader that pauses with data not yet delivered keeps
 //! its objects and the ids get new ones, `refill`), so a full pool only
 //! delays receives by a pass, never stalls them.
+//!
+//! It shrinks again once a burst is over: over each window of
+//! `window_per_buffer` handed-out buffers per buffer in the pool, it keeps
+//! the most that were out at once; a window whose peak used a quarter of
+//! the pool or less halves it (not below `first_count`). The ids above
+//! the new size leave as they come back (the kernel hands buffers out in
+//! the order they went in, so each comes back within one turn of the
+//! ring), their objects freed. A loop that receives nothing keeps what it
+//! has: 16 MiB at most.
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
@@ -26,15 +35,34 @@ const gpa = std.heap.c_allocator;
 pub const buffer_bytes = 16 * 1024;
 const first_count = 64;
 
+/// Where a buffer id is.
+const State = enum(u8) {
+    /// Out of the ring, not handed out: never made, retired by a shrink,
+    /// or its allocation failed. `grow` makes it again.
+    out,
+    /// In the kernel's ring, its object in `objs`.
+    ring,
+    /// Handed out with a `recv` event, until `give` or `refill`.
+    taken,
+};
+
+/// A shrink window lasts this many handed-out buffers per pool buffer.
+const window_per_buffer = 16;
+
 pub const Pool = struct {
-    /// By buffer id: the object in the ring, or null while handed out (or
-    /// never made). Allocated with the first buffers.
+    /// By buffer id: the object in the ring, or null. Allocated with the
+    /// first buffers.
     objs: []?*Obj = &.{},
-    /// By buffer id: an allocation failed and the id is out of the ring
-    /// (not handed out): `grow` makes it again.
-    lost: []bool = &.{},
-    /// Ids made so far: 0..count.
+    /// By buffer id: where it is.
+    state: []State = &.{},
+    /// The pool's size: ids 0..count go back in the ring; those above it
+    /// (left by a shrink) are retired as they come back.
     count: u16 = 0,
+    /// Ids handed out now, the most of them at once in this window, and
+    /// the buffers handed out in this window.
+    out_now: u16 = 0,
+    out_peak: u16 = 0,
+    window_takes: u32 = 0,
 
     /// Whether native receives can be used: the reactor has them and the
     /// first buffers exist (made here on first use). False without a
@@ -43,30 +71,28 @@ pub const Pool = struct {
         if (p.count > 0) return true;
         if (!r.nativeRecv()) return false;
         const objs = gpa.alloc(?*Obj, core.recv_buffers_max) catch return false;
-        const lost = gpa.alloc(bool, core.recv_buffers_max) catch {
+        const state = gpa.alloc(State, core.recv_buffers_max) catch {
             gpa.free(objs);
             return false;
         };
         @memset(objs, null);
-        @memset(lost, false);
+        @memset(state, .out);
         p.objs = objs;
-        p.lost = lost;
+        p.state = state;
         p.grow(r);
         return p.count > 0;
     }
 
     /// A receive found no buffer free: doubles the pool (up to the ring's
-    /// size), and makes again any id a failed allocation left empty.
+    /// size), making every id below the new size that is out of the ring.
     pub fn grow(p: *Pool, r: *core.Reactor) void {
         if (p.objs.len == 0) return;
+        p.count = @intCast(@min(@max(first_count, @as(usize, p.count) * 2), core.recv_buffers_max));
         for (0..p.count) |i| {
-            if (p.lost[i]) p.refill(r, @intCast(i));
+            if (p.state[i] == .out) p.refill(r, @intCast(i));
         }
-        const target: u16 = @intCast(@min(@max(first_count, @as(usize, p.count) * 2), core.recv_buffers_max));
-        while (p.count < target) {
-            p.count += 1;
-            p.refill(r, p.count - 1);
-        }
+        p.window_takes = 0;
+        p.out_peak = p.out_now;
     }
 
     /// The object of buffer `id`, just handed out by a `recv` event: the
@@ -74,13 +100,29 @@ pub const Pool = struct {
     pub fn take(p: *Pool, id: u16) *Obj {
         const o = p.objs[id].?;
         p.objs[id] = null;
+        p.state[id] = .taken;
+        p.out_now += 1;
+        p.out_peak = @max(p.out_peak, p.out_now);
+        p.window_takes += 1;
+        if (p.window_takes >= @as(u32, p.count) * window_per_buffer) p.endWindow();
         return o;
+    }
+
+    /// A window is over: halves the pool if its busiest moment used a
+    /// quarter of it or less.
+    fn endWindow(p: *Pool) void {
+        if (@as(u32, p.out_peak) * 4 <= p.count and p.count > first_count) {
+            p.count = @max(first_count, p.count / 2);
+        }
+        p.window_takes = 0;
+        p.out_peak = p.out_now;
     }
 
     /// Puts buffer `id` back in the ring with `o` (consumed), the object
     /// `take` gave: itself if nobody else holds it, else a new one.
     pub fn give(p: *Pool, r: *core.Reactor, id: u16, o: *Obj) void {
-        if (c.Py_REFCNT(o) == 1) {
+        if (c.Py_REFCNT(o) == 1 and id < p.count) {
+            p.returned(id);
             py.setBytesSize(o, buffer_bytes);
             p.provide(r, id, o);
             return;
@@ -90,23 +132,40 @@ pub const Pool = struct {
     }
 
     /// Puts buffer `id` back in the ring with a new object: the one `take`
-    /// gave stays with its holder. An allocation that fails leaves the id
-    /// out of the ring until the next `grow`.
+    /// gave stays with its holder. An id above the pool's size (a shrink)
+    /// stays out instead, as does one whose allocation fails, until a
+    /// `grow`.
     pub fn refill(p: *Pool, r: *core.Reactor, id: u16) void {
+        p.returned(id);
+        if (id >= p.count) return;
         const o = c.PyBytes_FromStringAndSize(null, buffer_bytes) orelse {
             c.PyErr_Clear();
-            p.lost[id] = true;
             return;
         };
-        p.lost[id] = false;
         p.provide(r, id, o);
     }
 
+    /// Buffer `id` is no longer handed out (or was never): out of the
+    /// ring until `provide`.
+    fn returned(p: *Pool, id: u16) void {
+        if (p.state[id] == .taken) p.out_now -= 1;
+        p.state[id] = .out;
+    }
+
     fn provide(p: *Pool, r: *core.Reactor, id: u16, o: *Obj) void {
-        std.debug.assert(p.objs[id] == null);
+        std.debug.assert(p.objs[id] == null and p.state[id] == .out);
         p.objs[id] = o;
+        p.state[id] = .ring;
         const payload: [*]u8 = @ptrCast(c.PyBytes_AsString(o));
         r.provideRecvBuffer(id, payload[0..buffer_bytes]);
+    }
+
+    /// Buffers made and not freed: in the ring or handed out (for tests:
+    /// the pool's memory).
+    pub fn held(p: *const Pool) usize {
+        var n: usize = 0;
+        for (p.state) |s| n += @intFromBool(s != .out);
+        return n;
     }
 
     /// Frees the objects still in the ring; only once the reactor is gone
@@ -115,7 +174,7 @@ pub const Pool = struct {
         for (p.objs) |*slot| py.clear(slot);
         if (p.objs.len > 0) {
             gpa.free(p.objs);
-            gpa.free(p.lost);
+            gpa.free(p.state);
         }
         p.* = .{};
     }
