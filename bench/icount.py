@@ -106,7 +106,7 @@ def count(args, name, n):
 
 # (mode, message size) cells of the echo part; modes as in echo.MODES.
 ECHO_CELLS = [("proto", 1024), ("buffered", 1024), ("streams", 1024), ("sock", 1024),
-              ("proto", 10240), ("streams", 10240)]
+              ("proto", 10240), ("buffered", 10240), ("streams", 10240)]
 # Cells measured only when --modes names their mode.
 ECHO_OPTIONAL_CELLS = [("tls", 1024)]
 ECHO_WARMUP = 300
