@@ -76,7 +76,7 @@ class Echo(asyncio.Protocol):
         self.transport.write(data)
 
 
-async def _burst(loop, port, n):
+async def _burst(port, n):
     """`n` connections to an echo server on `port`, each sent a message in
     the same pass; each reply checked, then all closed."""
     conns = await asyncio.gather(*(asyncio.open_connection(HOST, port) for _ in range(n)))
@@ -97,7 +97,7 @@ def test_many_connections_receiving_at_once_each_get_their_bytes(loop):
     # some receives find none free and the pool grows.
     async def main():
         server = await loop.create_server(Echo, HOST, 0)
-        await _burst(loop, server.sockets[0].getsockname()[1], 300)
+        await _burst(server.sockets[0].getsockname()[1], 300)
         server.close()
         await server.wait_closed()
 
@@ -125,12 +125,12 @@ def test_the_receive_pool_shrinks_back_after_a_burst(loop):
     async def main():
         server = await loop.create_server(Echo, HOST, 0)
         port = server.sockets[0].getsockname()[1]
-        await _burst(loop, port, 300)
+        await _burst(port, 300)
         grown = loop._recv_buffers()
         assert grown > 64
         await round_trips(port, 20_000)
         shrunk = loop._recv_buffers()
-        await _burst(loop, port, 300)
+        await _burst(port, 300)
         regrown = loop._recv_buffers()
         server.close()
         await server.wait_closed()

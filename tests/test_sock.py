@@ -92,10 +92,12 @@ def test_sock_recv_sizes_after_waits_of_other_sizes(loop, pair):
         a.send(message)
         return await wait_for(pending)
 
+    cases = [(1_000_000, b"x" * 1000), (10, b"0123456789abc"),
+             (2_000_000, b"y" * 70_000), (1, b"z"), (65536, b"w" * 5)]
+
     async def main():
         got = []
-        for n, message in [(1_000_000, b"x" * 1000), (10, b"0123456789abc"),
-                           (2_000_000, b"y" * 70_000), (1, b"z"), (65536, b"w" * 5)]:
+        for n, message in cases:
             chunk = await one(n, message)
             received = bytearray()
             while True:
@@ -108,12 +110,7 @@ def test_sock_recv_sizes_after_waits_of_other_sizes(loop, pair):
             got.append(bytes(received))
         return got
 
-    first, second, third, fourth, fifth = loop.run_until_complete(main())
-    assert first == b"x" * 1000
-    assert second == b"0123456789abc"
-    assert third == b"y" * 70_000
-    assert fourth == b"z"
-    assert fifth == b"w" * 5
+    assert loop.run_until_complete(main()) == [message for _, message in cases]
 
 
 def test_large_sock_sendall_with_a_concurrent_reader(loop, pair):

@@ -91,8 +91,7 @@ pub const Pool = struct {
         for (0..p.count) |i| {
             if (p.state[i] == .out) p.refill(r, @intCast(i));
         }
-        p.window_takes = 0;
-        p.out_peak = p.out_now;
+        p.startWindow();
     }
 
     /// The object of buffer `id`, just handed out by a `recv` event: the
@@ -114,6 +113,11 @@ pub const Pool = struct {
         if (@as(u32, p.out_peak) * 4 <= p.count and p.count > first_count) {
             p.count = @max(first_count, p.count / 2);
         }
+        p.startWindow();
+    }
+
+    /// A new shrink window, from what is out now.
+    fn startWindow(p: *Pool) void {
         p.window_takes = 0;
         p.out_peak = p.out_now;
     }
