@@ -80,6 +80,20 @@ def test_sock_recv_returns_empty_at_eof(loop, pair):
     assert loop.run_until_complete(main()) == b""
 
 
+def test_sock_recv_of_nothing_returns_at_once(loop, pair):
+    # socket.recv(0) returns b"" without asking the kernel (which would
+    # say EAGAIN on an empty socket): sock_recv(sock, 0) does not wait for
+    # data either, and leaves what comes later for the next receive.
+    a, b = pair
+
+    async def main():
+        empty = await wait_for(loop.sock_recv(b, 0), 1)
+        a.send(b"later")
+        return empty, await wait_for(loop.sock_recv(b, 100))
+
+    assert loop.run_until_complete(main()) == (b"", b"later")
+
+
 def test_sock_recv_sizes_after_waits_of_other_sizes(loop, pair):
     # Receives of different sizes that first find nothing, one after
     # another: each returns at most its size, exactly what arrived, and

@@ -82,11 +82,10 @@ pub const Received = union(enum) {
 var spare: ?*Obj = null;
 const spare_max = 1 << 20;
 
-/// A `bytes` of at least `n` to receive into: the spare when it is big
-/// enough (and `n` is not 0: that is the shared empty object), else a new
-/// one of `n`.
+/// A `bytes` of at least `n` (n > 0) to receive into: the spare when it
+/// is big enough, else a new one of `n`.
 fn receiveBuffer(n: usize) ?*Obj {
-    if (spare) |o| if (n > 0 and @as(usize, @intCast(c.Py_SIZE(o))) >= n) {
+    if (spare) |o| if (@as(usize, @intCast(c.Py_SIZE(o))) >= n) {
         spare = null;
         return o;
     };
@@ -94,10 +93,10 @@ fn receiveBuffer(n: usize) ?*Obj {
 }
 
 /// A buffer whose receive found nothing: kept as the spare when it is the
-/// bigger one and neither empty nor too big, else freed.
+/// bigger one and not too big, else freed.
 fn keepSpare(o: *Obj) void {
     const len: usize = @intCast(c.Py_SIZE(o));
-    if (len == 0 or len > spare_max or (spare != null and c.Py_SIZE(spare.?) >= len)) {
+    if (len > spare_max or (spare != null and c.Py_SIZE(spare.?) >= len)) {
         py.decref(o);
         return;
     }
@@ -106,8 +105,10 @@ fn keepSpare(o: *Obj) void {
 }
 
 /// recv() straight into a `bytes` of at least `n`, shrunk in place to what
-/// arrived (the object is exactly what arrived, as socket.recv's). Null
-/// with the Python error set on a bad argument or no memory.
+/// arrived (the object is exactly what arrived, as socket.recv's). `n` 0
+/// gives b"" with no syscall, as socket.recv(0) does (the kernel would
+/// say EAGAIN on an empty socket and the wait would last until data came).
+/// Null with the Python error set on a bad argument or no memory.
 pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     const fd = parseFd(fd_obj) orelse return null;
     const n = c.PyLong_AsSsize_t(n_obj);
@@ -115,6 +116,7 @@ pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
         if (c.PyErr_Occurred() == null) c.PyErr_SetString(c.PyExc_ValueError, "negative buffersize in recv");
         return null;
     }
+    if (n == 0) return .{ .data = c.PyBytes_FromStringAndSize(null, 0) orelse return null };
     var data: ?*Obj = receiveBuffer(@intCast(n)) orelse return null;
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
     const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
