@@ -1,7 +1,8 @@
 //! Builds zloop's CPython extension (`zloop/_zloop.so`) for one interpreter,
 //! and runs the core's unit tests with no interpreter at all.
 //!
-//!   zig build -Dpython-include=DIR [-Doptimize=ReleaseFast] [-Dext-suffix=.so]
+//!   zig build -Dpython-include=DIR [-Doptimize=ReleaseFast] [-Dstrip=true]
+//!             [-Dtarget=x86_64-linux-gnu.2.17 -Dcpu=x86_64_v2]
 //!   zig build test
 //!   zig build check-kqueue     (compile-only, for macOS and FreeBSD)
 const std = @import("std");
@@ -48,11 +49,14 @@ pub fn build(b: *std.Build) void {
     });
     translate.addSystemIncludePath(.{ .cwd_relative = python_include });
 
+    // Release wheels are stripped (4.5 MB of debug info otherwise).
+    const strip = b.option(bool, "strip", "Strip debug info from the extension") orelse false;
     const ext = b.createModule(.{
         .root_source_file = b.path("src/python/module.zig"),
         .target = target,
         .optimize = optimize,
         .link_libc = true,
+        .strip = strip,
     });
     ext.addImport("c", translate.createModule());
     ext.addImport("core", core);
