@@ -463,14 +463,15 @@ fn queueIo(loop: *Loop, fw: *FdWatcher, h: *Handle, read: bool) core.RunError!vo
 /// add_reader/add_writer's watcher for `fd`. A socket transport's fd has
 /// the transport's own watcher (one per fd): asyncio refuses add_reader on
 /// it with RuntimeError, and so does this (`error.UsedByTransport`).
-fn watcherFor(loop: *Loop, fd: i32, create: bool) error{ OutOfMemory, UsedByTransport }!?*FdWatcher {
+fn watcherFor(loop: *Loop, fd: i32, create: bool) (core.reactor.Error || error{UsedByTransport})!?*FdWatcher {
     if (loop.reactor.watcherFor(fd)) |w| {
         if (transport.isTransportWatcher(w)) return error.UsedByTransport;
         return @fieldParentPtr("w", w);
     }
     if (!create) return null;
     const fw = try gpa.create(FdWatcher);
-    fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady } };
+    // Borrowed: user code may close the fd without removing it first.
+    fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady, .borrowed = true } };
     loop.reactor.attach(&fw.w) catch |err| {
         gpa.destroy(fw);
         return err;
@@ -639,8 +640,15 @@ pub fn parseFd(o: ?*Obj) ?i32 {
     return @intCast(v);
 }
 
+/// Raises what `core.Reactor.attach`'s `err` means: MemoryError, or the
+/// OSError of an fd found closed (as the selector's register raises it).
+pub fn attachFailed(err: anyerror) ?*Obj {
+    if (err == error.OutOfMemory) return c.PyErr_NoMemory();
+    return py.raiseErrno(core.sys.last_errno);
+}
+
 fn usedByTransport(loop: *Loop, fd: i32, err: anyerror) ?*Obj {
-    if (err != error.UsedByTransport) return c.PyErr_NoMemory();
+    if (err != error.UsedByTransport) return attachFailed(err);
     const w = loop.reactor.watcherFor(fd).?;
     return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by transport %R", fd, transport.ownerOfWatcher(w));
 }
