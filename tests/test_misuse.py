@@ -115,3 +115,86 @@ def test_add_reader_on_dev_null_is_refused(loop):
         assert loop.remove_reader(fd) is False
     finally:
         os.close(fd)
+
+
+def _gc_quietly():
+    # asyncio leaves the socket of a transport that failed in __init__ to
+    # the garbage collector (with a ResourceWarning): collect it here.
+    import gc
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+class _Echo(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+async def _connections_still_work(loop, rounds=4):
+    # A healthy server on the same loop, and clients one after the other:
+    # the failed connection's fd number comes back among theirs, and must
+    # be free (no transport left registered on it).
+    srv = await loop.create_server(_Echo, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        for _ in range(rounds):
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(b"ping")
+            assert await r.readexactly(4) == b"ping"
+            w.close()
+            await w.wait_closed()
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("bad", [None, object(), 5], ids=["None", "object", "int"])
+def test_a_server_factory_returning_no_protocol_poisons_no_fd(loop, bad):
+    loop.set_debug(True)  # asyncio reports the failure in debug mode only
+    reported = loop.create_future()
+
+    def handler(_loop, ctx):
+        if not reported.done():
+            reported.set_result(ctx)
+
+    loop.set_exception_handler(handler)
+
+    async def main():
+        srv = await loop.create_server(lambda: bad, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        try:
+            exc = (await reported)["exception"]
+            assert isinstance(exc, AttributeError)
+            await _connections_still_work(loop)
+        finally:
+            client.close()
+            srv.close()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        # The handler's future holds the exception, whose frames hold
+        # asyncio's half-made transport and its socket.
+        loop.set_exception_handler(None)
+        reported = None
+    _gc_quietly()
+
+
+@pytest.mark.parametrize("bad", [None, object(), 5], ids=["None", "object", "int"])
+def test_a_datagram_factory_returning_no_protocol_poisons_no_fd(loop, bad):
+    async def main():
+        # Each failed endpoint's socket is closed (asyncio: collected), and
+        # its number must come back free for the next.
+        for _ in range(3):
+            with pytest.raises(AttributeError):
+                await loop.create_datagram_endpoint(lambda: bad, local_addr=("127.0.0.1", 0))
+            _gc_quietly()
+        await _connections_still_work(loop)
+
+    loop.run_until_complete(main())

@@ -153,13 +153,17 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._sock = sock
         self._loop = loop
         self._server = None
+        # Looked up before the fd joins the loop: a factory that returned no
+        # protocol fails here (AttributeError, as in asyncio) and leaves no
+        # transport holding the fd for ever.
+        connection_made = protocol.connection_made
         self._protocol_connected = True
         self._setup(loop, sock.fileno(), protocol, _reads(protocol))
         self._server = server
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
-        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(connection_made, self)
         # Only once connection_made ran may data arrive.
         loop.call_soon(self._start_reading)
         if waiter is not None:

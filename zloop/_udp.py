@@ -54,6 +54,10 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
                 self._extra["peername"] = sock.getpeername()
             except OSError:
                 self._extra["peername"] = None
+        # Looked up before the fd joins the loop: a factory that returned no
+        # protocol fails here (AttributeError, as in asyncio) and leaves no
+        # transport holding the fd for ever.
+        connection_made = protocol.connection_made
         self._sock = sock
         self._loop = loop
         self._setup(
@@ -66,7 +70,7 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
             _SEND_EMPTY,
             _HEADER_SIZE,
         )
-        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(connection_made, self)
         # Only once connection_made ran may datagrams arrive.
         loop.call_soon(self._start_reading)
         if waiter is not None:
