@@ -198,3 +198,66 @@ def test_a_datagram_factory_returning_no_protocol_poisons_no_fd(loop, bad):
         await _connections_still_work(loop)
 
     loop.run_until_complete(main())
+
+
+class _IndexFails:
+    def __index__(self):
+        raise ZeroDivisionError("port")
+
+    __int__ = __index__
+
+
+# Ports asyncio hands to the socket call as int(port): out of range is
+# OverflowError there, never a port taken modulo 65536 (getaddrinfo's wrap).
+_BAD_PORTS = [70000, 2**32 + 1, -1, "70000", _IndexFails()]
+
+
+async def _attempt(coro):
+    try:
+        result = await coro
+    except (OverflowError, TypeError, ZeroDivisionError, OSError) as exc:
+        return type(exc)
+    return result
+
+
+@pytest.mark.parametrize("port", _BAD_PORTS, ids=repr)
+def test_out_of_range_ports_are_refused(loop, port):
+    expected = ZeroDivisionError if isinstance(port, _IndexFails) else OverflowError
+
+    async def main():
+        got = await _attempt(loop.create_server(asyncio.Protocol, "127.0.0.1", port))
+        assert got is expected
+        got = await _attempt(loop.create_connection(asyncio.Protocol, "127.0.0.1", port))
+        assert got is expected
+        with socket.socket() as s:
+            s.setblocking(False)
+            assert await _attempt(loop.sock_connect(s, ("127.0.0.1", port))) is expected
+
+    loop.run_until_complete(main())
+
+
+@pytest.mark.parametrize("port", [True, 80.0], ids=repr)
+def test_ports_that_int_accepts_are_taken_as_int(loop, port):
+    # int(True) == 1, int(80.0) == 80: a connection attempt to that port
+    # (refused here: nothing listens), not an "Int or String expected".
+    async def main():
+        with socket.socket() as s:
+            s.setblocking(False)
+            try:
+                await loop.sock_connect(s, ("127.0.0.1", port))
+            except ConnectionRefusedError as exc:
+                return str(exc)
+            return "connected"
+
+    got = loop.run_until_complete(main())
+    assert got.endswith(f"('127.0.0.1', {int(port)})") or got == "connected"
+
+
+def test_sock_connect_with_a_str_address_is_a_type_error(loop):
+    async def main():
+        with socket.socket() as s:
+            s.setblocking(False)
+            with pytest.raises(TypeError):
+                await loop.sock_connect(s, "127.0.0.1")
+
+    loop.run_until_complete(main())

@@ -20,7 +20,7 @@ import stat
 import sys
 import warnings
 import weakref
-from asyncio import constants, futures, protocols, trsock
+from asyncio import base_events, constants, futures, protocols, trsock
 
 from . import _flow, _sendfile, _tls
 from ._zloop import (
@@ -568,11 +568,22 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         conn.setblocking(False)
         return conn, address
 
-    async def _resolve_one(self, address, family, type, proto):
+    async def _resolve_address(self, address, family, type, proto, flags=0):
+        """getaddrinfo() entries for `address` (host, port, *rest). A
+        numeric host skips the resolver, as asyncio's _ensure_resolved does
+        (with asyncio's own helper, so both agree on every Python): the
+        port then reaches the socket call as int(port), which refuses one
+        beyond 0-65535 (OverflowError) where getaddrinfo would wrap it."""
         host, port = address[:2]
-        infos = await self.getaddrinfo(host, port, family=family, type=type, proto=proto)
+        info = base_events._ipaddr_info(host, port, family, type, proto, *address[2:])
+        if info is not None:
+            return [info]
+        return await self.getaddrinfo(host, port, family=family, type=type, proto=proto, flags=flags)
+
+    async def _resolve_one(self, address, family, type, proto):
+        infos = await self._resolve_address(address, family, type, proto)
         if not infos:
-            raise OSError(f"getaddrinfo({host!r}) returned empty list")
+            raise OSError(f"getaddrinfo({address[0]!r}) returned empty list")
         resolved = infos[0][4]
         if len(address) > 2 and len(resolved) > 2:
             resolved = resolved[:2] + tuple(address[2:])
@@ -734,14 +745,12 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")
-            infos = await self.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags)
+            infos = await self._resolve_address((host, port), family, socket.SOCK_STREAM, proto, flags)
             if not infos:
                 raise OSError("getaddrinfo() returned empty list")
             local_infos = None
             if local_addr is not None:
-                local_infos = await self.getaddrinfo(
-                    *local_addr, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags
-                )
+                local_infos = await self._resolve_address(local_addr, family, socket.SOCK_STREAM, proto, flags)
                 if not local_infos:
                     raise OSError("getaddrinfo() returned empty list")
             if happy_eyeballs_delay is not None and interleave is None:
@@ -874,7 +883,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             hosts = host
         infos = set()
         for h in hosts:
-            found = await self.getaddrinfo(h, port, family=family, type=socket.SOCK_STREAM, flags=flags)
+            found = await self._resolve_address((h, port), family, socket.SOCK_STREAM, 0, flags)
             infos.update(found)
         sockets = []
         try:
