@@ -261,3 +261,48 @@ def test_sock_connect_with_a_str_address_is_a_type_error(loop):
                 await loop.sock_connect(s, "127.0.0.1")
 
     loop.run_until_complete(main())
+
+
+class _ExportsOnce:
+    """A buffer exporter whose second export fails (the first is the
+    direct attempt, the second the attempt once the socket is ready)."""
+
+    def __init__(self):
+        self.exports = 0
+        self.data = bytearray(16)
+
+    def __buffer__(self, flags):
+        self.exports += 1
+        if self.exports > 1:
+            raise BufferError("gone")
+        return memoryview(self.data)
+
+
+@pytest.mark.parametrize("case", ["released memoryview", "export fails"])
+def test_sock_recv_into_a_buffer_gone_while_waiting_fails_the_wait(loop, case):
+    if case == "export fails" and not hasattr(memoryview, "__buffer__"):
+        pytest.skip("__buffer__ is 3.12+")
+    a, b = _pair()
+    reported = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+
+    async def main():
+        buf = memoryview(bytearray(16)) if case == "released memoryview" else _ExportsOnce()
+        t = asyncio.ensure_future(loop.sock_recv_into(a, buf))
+        await yield_passes(2)
+        assert not t.done()
+        if case == "released memoryview":
+            buf.release()
+        b.send(b"data")
+        with pytest.raises(Exception) as info:
+            await t
+        return type(info.value)
+
+    try:
+        got = loop.run_until_complete(main())
+    finally:
+        loop.set_exception_handler(None)
+        a.close()
+        b.close()
+    # socket.recv_into's own error for a buffer it cannot write.
+    assert (got, reported) == (TypeError, [])
