@@ -306,3 +306,16 @@ def test_sock_recv_into_a_buffer_gone_while_waiting_fails_the_wait(loop, case):
         b.close()
     # socket.recv_into's own error for a buffer it cannot write.
     assert (got, reported) == (TypeError, [])
+
+
+def test_debug_turned_on_inside_a_callback_reports_no_bogus_duration(loop, caplog):
+    # The callback began with debug off: it has no start time, and asyncio
+    # does not time it (zloop measured from 0: "took 1738.6 seconds").
+    def turn_on():
+        loop.set_debug(True)
+
+    with caplog.at_level("WARNING", logger="asyncio"):
+        loop.call_soon(turn_on)
+        run_passes(loop, 2)
+        loop.set_debug(False)
+    assert [r.getMessage() for r in caplog.records if "Executing" in r.getMessage()] == []

@@ -99,13 +99,16 @@ pub fn isDebug(loop: ?*Obj) bool {
 pub fn runHandle(h: *Handle) core.RunError!void {
     const loop = py.cast(Loop, h.loop.?);
     h.running = true;
-    const t0 = if (loop.debug) core.sys.monotonic_s() else 0;
+    // Timed only if debug was on when it started, as asyncio's _run_once:
+    // a callback that turns debug on has no start time to measure from.
+    const timed = loop.debug;
+    const t0 = if (timed) core.sys.monotonic_s() else 0;
     const result = handle.invoke(h);
     h.running = false;
     const finished = py.isTrue(result); // what a sock_* wait's callback says
     if (result) |r| py.decref(r) else try reportError(loop, h);
     if (h.kind == .sock) sockWaitRan(loop, h, finished);
-    if (loop.debug) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
+    if (timed) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
     // One-shot handles let go of their callback once it ran (uvloop does
     // the same); handles are not GC-tracked, so this is what breaks cycles.
     const repeats = h.kind == .io or h.kind == .sock;
