@@ -516,7 +516,9 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     if (!checkClosed(loop)) return null;
     const fd_long = c.PyLong_AsLong(args[0]);
     if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
-    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    if (fd_long < 0) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    // What epoll's register raises for an fd beyond a C int.
+    if (fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_OverflowError, "signed integer is greater than maximum");
     const fd: i32 = @intCast(fd_long);
     const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
     if (!installIo(loop, fd, read, h)) return null;
@@ -684,7 +686,12 @@ fn removeIoM(self: ?*Obj, fd_obj: ?*Obj, read: bool) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (loop.closed) return py.boolean(false);
     const fd_long = c.PyLong_AsLong(fd_obj);
-    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    if (fd_long == -1 and c.PyErr_Occurred() != null) {
+        // Too big for a C long: never registered, as asyncio's lookup finds.
+        if (c.PyErr_ExceptionMatches(c.PyExc_OverflowError) == 0) return null;
+        c.PyErr_Clear();
+        return py.boolean(false);
+    }
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.boolean(false);
     const removed = removeIo(loop, @intCast(fd_long), read) catch return null;
     return py.boolean(removed);

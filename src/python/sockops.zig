@@ -126,7 +126,10 @@ fn keepSpare(o: *Obj) void {
 /// Null with the Python error set on a bad argument or no memory.
 pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     const fd = parseFd(fd_obj) orelse return null;
-    const n = c.PyLong_AsSsize_t(n_obj);
+    // As socket.recv's argument: __index__, whose own error propagates.
+    const n_int = c.PyNumber_Index(n_obj) orelse return null;
+    defer py.decref(n_int);
+    const n = c.PyLong_AsSsize_t(n_int);
     if (n < 0) {
         if (c.PyErr_Occurred() == null) c.PyErr_SetString(c.PyExc_ValueError, "negative buffersize in recv");
         return null;
