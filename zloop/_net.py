@@ -908,9 +908,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 except OSError as err:
                     msg = f"error while attempting to bind on address {address!r}: {err.strerror.lower()}"
                     raise OSError(err.errno, msg) from None
-            # No hosts at all (host=[]) is a server with no sockets, as in
-            # asyncio; only hosts whose sockets all failed are an error.
-            if infos and not sockets:
+            # No hosts at all (host=[]) is a server with no sockets before
+            # 3.13, as asyncio's; 3.13 made any socket-less server an error.
+            if not sockets and (infos or sys.version_info >= (3, 13)):
                 raise OSError(f"could not bind on any address out of {[i[4] for i in infos]!r}")
         except BaseException:
             for sock in sockets:
