@@ -20,7 +20,7 @@ import stat
 import sys
 import warnings
 import weakref
-from asyncio import constants, futures, protocols, trsock
+from asyncio import base_events, constants, futures, protocols, trsock
 
 from . import _flow, _sendfile, _tls
 from ._zloop import (
@@ -153,13 +153,17 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         self._sock = sock
         self._loop = loop
         self._server = None
+        # Looked up before the fd joins the loop: a factory that returned no
+        # protocol fails here (AttributeError, as in asyncio) and leaves no
+        # transport holding the fd for ever.
+        connection_made = protocol.connection_made
         self._protocol_connected = True
         self._setup(loop, sock.fileno(), protocol, _reads(protocol))
         self._server = server
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
-        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(connection_made, self)
         # Only once connection_made ran may data arrive.
         loop.call_soon(self._start_reading)
         if waiter is not None:
@@ -564,11 +568,22 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         conn.setblocking(False)
         return conn, address
 
-    async def _resolve_one(self, address, family, type, proto):
+    async def _resolve_address(self, address, family, type, proto, flags=0):
+        """getaddrinfo() entries for `address` (host, port, *rest). A
+        numeric host skips the resolver, as asyncio's _ensure_resolved does
+        (with asyncio's own helper, so both agree on every Python): the
+        port then reaches the socket call as int(port), which refuses one
+        beyond 0-65535 (OverflowError) where getaddrinfo would wrap it."""
         host, port = address[:2]
-        infos = await self.getaddrinfo(host, port, family=family, type=type, proto=proto)
+        info = base_events._ipaddr_info(host, port, family, type, proto, *address[2:])
+        if info is not None:
+            return [info]
+        return await self.getaddrinfo(host, port, family=family, type=type, proto=proto, flags=flags)
+
+    async def _resolve_one(self, address, family, type, proto):
+        infos = await self._resolve_address(address, family, type, proto)
         if not infos:
-            raise OSError(f"getaddrinfo({host!r}) returned empty list")
+            raise OSError(f"getaddrinfo({address[0]!r}) returned empty list")
         resolved = infos[0][4]
         if len(address) > 2 and len(resolved) > 2:
             resolved = resolved[:2] + tuple(address[2:])
@@ -730,14 +745,12 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if host is not None or port is not None:
             if sock is not None:
                 raise ValueError("host/port and sock can not be specified at the same time")
-            infos = await self.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags)
+            infos = await self._resolve_address((host, port), family, socket.SOCK_STREAM, proto, flags)
             if not infos:
                 raise OSError("getaddrinfo() returned empty list")
             local_infos = None
             if local_addr is not None:
-                local_infos = await self.getaddrinfo(
-                    *local_addr, family=family, type=socket.SOCK_STREAM, proto=proto, flags=flags
-                )
+                local_infos = await self._resolve_address(local_addr, family, socket.SOCK_STREAM, proto, flags)
                 if not local_infos:
                     raise OSError("getaddrinfo() returned empty list")
             if happy_eyeballs_delay is not None and interleave is None:
@@ -870,7 +883,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             hosts = host
         infos = set()
         for h in hosts:
-            found = await self.getaddrinfo(h, port, family=family, type=socket.SOCK_STREAM, flags=flags)
+            found = await self._resolve_address((h, port), family, socket.SOCK_STREAM, 0, flags)
             infos.update(found)
         sockets = []
         try:
@@ -895,7 +908,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 except OSError as err:
                     msg = f"error while attempting to bind on address {address!r}: {err.strerror.lower()}"
                     raise OSError(err.errno, msg) from None
-            if not sockets:
+            # No hosts at all (host=[]) is a server with no sockets before
+            # 3.13, as asyncio's; 3.13 made any socket-less server an error.
+            if not sockets and (infos or sys.version_info >= (3, 13)):
                 raise OSError(f"could not bind on any address out of {[i[4] for i in infos]!r}")
         except BaseException:
             for sock in sockets:

@@ -13,7 +13,7 @@ import os
 import socket
 import stat
 import sys
-from asyncio import base_events, futures, transports, trsock
+from asyncio import futures, transports, trsock
 
 from ._net import _SocketOwner
 from ._zloop import DatagramTransportCore
@@ -54,6 +54,10 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
                 self._extra["peername"] = sock.getpeername()
             except OSError:
                 self._extra["peername"] = None
+        # Looked up before the fd joins the loop: a factory that returned no
+        # protocol fails here (AttributeError, as in asyncio) and leaves no
+        # transport holding the fd for ever.
+        connection_made = protocol.connection_made
         self._sock = sock
         self._loop = loop
         self._setup(
@@ -66,7 +70,7 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
             _SEND_EMPTY,
             _HEADER_SIZE,
         )
-        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(connection_made, self)
         # Only once connection_made ran may datagrams arrive.
         loop.call_soon(self._start_reading)
         if waiter is not None:
@@ -164,14 +168,7 @@ class DatagramMixin:
     async def _resolve_dgram(self, addr, family, proto, flags):
         if not (isinstance(addr, tuple) and len(addr) == 2):
             raise TypeError("2-tuple is expected")
-        host, port = addr
-        # Numeric hosts skip the resolver, as asyncio's _ensure_resolved.
-        info = base_events._ipaddr_info(host, port, family, socket.SOCK_DGRAM, proto)
-        if info is not None:
-            return [info]
-        return await self.getaddrinfo(
-            host, port, family=family, type=socket.SOCK_DGRAM, proto=proto, flags=flags
-        )
+        return await self._resolve_address(addr, family, socket.SOCK_DGRAM, proto, flags)
 
     async def _datagram_pairs(self, local_addr, remote_addr, family, proto, flags):
         """[((family, proto), (local, remote))] to try, in resolver order."""

@@ -63,6 +63,9 @@ pub const IoWatcher = struct {
     recv: bool = false,
     /// What the kernel was last told of `recv`.
     recv_applied: bool = false,
+    /// The fd belongs to user code (add_reader, sock_*), which may close it
+    /// without telling the loop: see `backend.api.Arm.borrowed`.
+    borrowed: bool = false,
 };
 
 /// Adapter hooks around the blocking wait (the CPython adapter releases and
@@ -203,10 +206,14 @@ pub const Reactor = struct {
     }
 
     /// Registers `w` under its fd (replacing nothing: one watcher per fd).
-    pub fn attach(r: *Reactor, w: *IoWatcher) error{OutOfMemory}!void {
+    /// An fd beyond the table must be open (else `error.BadFd`) before the
+    /// table grows to it: the table then never outgrows the process's own
+    /// fd table, whatever number a caller passes.
+    pub fn attach(r: *Reactor, w: *IoWatcher) Error!void {
         std.debug.assert(w.fd >= 0);
         const i: usize = @intCast(w.fd);
         if (i >= r.watchers.items.len) {
+            try sys.checkOpen(w.fd);
             const old_len = r.watchers.items.len;
             try r.watchers.resize(r.gpa, @max(i + 1, old_len * 2, 64));
             @memset(r.watchers.items[old_len..], null);
@@ -220,7 +227,7 @@ pub const Reactor = struct {
     /// (a paused native receive's data included): the fd may close next.
     pub fn detach(r: *Reactor, w: *IoWatcher) void {
         std.debug.assert(r.watcherFor(w.fd) == w);
-        const how: backend.api.Arm = .{ .registered = w.registered, .forget = true };
+        const how: backend.api.Arm = .{ .registered = w.registered, .forget = true, .borrowed = w.borrowed };
         r.backend.setInterest(w.fd, w.interest, .{}, how) catch {};
         if (!w.interest.none()) w.registered = false;
         w.interest = .{};
@@ -248,7 +255,7 @@ pub const Reactor = struct {
     fn arm(r: *Reactor, w: *IoWatcher, interest: Interest, oneshot: bool) sys.Error!void {
         const same = @as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest));
         if (same and (interest.none() or (w.oneshot == oneshot and w.recv_applied == w.recv))) return;
-        const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered, .recv = w.recv };
+        const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered, .recv = w.recv, .borrowed = w.borrowed };
         try r.backend.setInterest(w.fd, w.interest, interest, how);
         if (!interest.none()) {
             w.registered = true;

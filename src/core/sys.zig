@@ -113,6 +113,16 @@ pub const Waker = struct {
     }
 };
 
+/// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD
+/// asks the fd table only, whatever the file is.
+pub fn checkOpen(fd: fd_t) Error!void {
+    if (is_linux) {
+        _ = try check(linux.fcntl(fd, linux.F.GETFD, 0));
+        return;
+    }
+    _ = try checkC(std.c.fcntl(fd, std.c.F.GETFD));
+}
+
 pub fn eventfd() Error!fd_t {
     const rc = try check(linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK));
     return @intCast(rc);

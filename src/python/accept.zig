@@ -408,7 +408,7 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
 
 /// Registers the started acceptor and turns reading on.
 fn attach(a: *Acceptor, l: *loop_mod.Loop) ?*Obj {
-    l.reactor.attach(&a.w) catch return c.PyErr_NoMemory();
+    l.reactor.attach(&a.w) catch |err| return loop_mod.attachFailed(err);
     a.attached = true;
     py.incref(py.obj(a)); // the reactor's reference, dropped by leaveReactor
     l.reactor.setInterest(&a.w, .{ .read = true }) catch {

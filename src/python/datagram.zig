@@ -633,10 +633,10 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         .header_size = @intCast(@max(header, 0)),
         .address = if (py.isNone(args[3])) null else py.newref(args[3].?),
     };
-    l.reactor.attach(&in.w) catch {
+    l.reactor.attach(&in.w) catch |err| {
         py.xdecref(in.address);
         gpa.destroy(in);
-        return c.PyErr_NoMemory();
+        return loop_mod.attachFailed(err);
     };
     in.attached = true;
     t.inner = in;

@@ -99,13 +99,16 @@ pub fn isDebug(loop: ?*Obj) bool {
 pub fn runHandle(h: *Handle) core.RunError!void {
     const loop = py.cast(Loop, h.loop.?);
     h.running = true;
-    const t0 = if (loop.debug) core.sys.monotonic_s() else 0;
+    // Timed only if debug was on when it started, as asyncio's _run_once:
+    // a callback that turns debug on has no start time to measure from.
+    const timed = loop.debug;
+    const t0 = if (timed) core.sys.monotonic_s() else 0;
     const result = handle.invoke(h);
     h.running = false;
     const finished = py.isTrue(result); // what a sock_* wait's callback says
     if (result) |r| py.decref(r) else try reportError(loop, h);
     if (h.kind == .sock) sockWaitRan(loop, h, finished);
-    if (loop.debug) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
+    if (timed) try checkSlow(loop, h, core.sys.monotonic_s() - t0);
     // One-shot handles let go of their callback once it ran (uvloop does
     // the same); handles are not GC-tracked, so this is what breaks cycles.
     const repeats = h.kind == .io or h.kind == .sock;
@@ -463,14 +466,15 @@ fn queueIo(loop: *Loop, fw: *FdWatcher, h: *Handle, read: bool) core.RunError!vo
 /// add_reader/add_writer's watcher for `fd`. A socket transport's fd has
 /// the transport's own watcher (one per fd): asyncio refuses add_reader on
 /// it with RuntimeError, and so does this (`error.UsedByTransport`).
-fn watcherFor(loop: *Loop, fd: i32, create: bool) error{ OutOfMemory, UsedByTransport }!?*FdWatcher {
+fn watcherFor(loop: *Loop, fd: i32, create: bool) (core.reactor.Error || error{UsedByTransport})!?*FdWatcher {
     if (loop.reactor.watcherFor(fd)) |w| {
         if (transport.isTransportWatcher(w)) return error.UsedByTransport;
         return @fieldParentPtr("w", w);
     }
     if (!create) return null;
     const fw = try gpa.create(FdWatcher);
-    fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady } };
+    // Borrowed: user code may close the fd without removing it first.
+    fw.* = .{ .w = .{ .fd = fd, .on_ready = onFdReady, .borrowed = true } };
     loop.reactor.attach(&fw.w) catch |err| {
         gpa.destroy(fw);
         return err;
@@ -512,7 +516,9 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     if (!checkClosed(loop)) return null;
     const fd_long = c.PyLong_AsLong(args[0]);
     if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
-    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    if (fd_long < 0) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
+    // What epoll's register raises for an fd beyond a C int.
+    if (fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_OverflowError, "signed integer is greater than maximum");
     const fd: i32 = @intCast(fd_long);
     const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
     if (!installIo(loop, fd, read, h)) return null;
@@ -639,8 +645,15 @@ pub fn parseFd(o: ?*Obj) ?i32 {
     return @intCast(v);
 }
 
+/// Raises what `core.Reactor.attach`'s `err` means: MemoryError, or the
+/// OSError of an fd found closed (as the selector's register raises it).
+pub fn attachFailed(err: anyerror) ?*Obj {
+    if (err == error.OutOfMemory) return c.PyErr_NoMemory();
+    return py.raiseErrno(core.sys.last_errno);
+}
+
 fn usedByTransport(loop: *Loop, fd: i32, err: anyerror) ?*Obj {
-    if (err != error.UsedByTransport) return c.PyErr_NoMemory();
+    if (err != error.UsedByTransport) return attachFailed(err);
     const w = loop.reactor.watcherFor(fd).?;
     return c.PyErr_Format(c.PyExc_RuntimeError, "File descriptor %d is used by transport %R", fd, transport.ownerOfWatcher(w));
 }
@@ -673,7 +686,12 @@ fn removeIoM(self: ?*Obj, fd_obj: ?*Obj, read: bool) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (loop.closed) return py.boolean(false);
     const fd_long = c.PyLong_AsLong(fd_obj);
-    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
+    if (fd_long == -1 and c.PyErr_Occurred() != null) {
+        // Too big for a C long: never registered, as asyncio's lookup finds.
+        if (c.PyErr_ExceptionMatches(c.PyExc_OverflowError) == 0) return null;
+        c.PyErr_Clear();
+        return py.boolean(false);
+    }
     if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.boolean(false);
     const removed = removeIo(loop, @intCast(fd_long), read) catch return null;
     return py.boolean(removed);

@@ -48,6 +48,21 @@ pub fn reject(fut: *Obj, errno: u16) ?*Obj {
     return py.newref(py.boolean(true));
 }
 
+/// Ends the wait with the exception a ready callback's own work raised (a
+/// buffer that went away, a bad argument) set on `fut`, as asyncio's
+/// `_sock_recv_into` and friends do: raised instead, it would go to the
+/// exception handler with the wait still on, called again on every pass
+/// for as long as the fd stays ready. SystemExit and KeyboardInterrupt
+/// still propagate. `result` is the work's own answer.
+fn orFail(fut: *Obj, result: ?*Obj) ?*Obj {
+    if (result != null or py.pendingIsFatal()) return result;
+    const exc = py.fetchException() orelse return null;
+    defer py.decref(exc);
+    const r = py.callMethod(fut, names.set_exception, .{exc}) orelse return null;
+    py.decref(r);
+    return over();
+}
+
 /// The wait goes on: False.
 fn pending() ?*Obj {
     return py.newref(py.boolean(false));
@@ -111,7 +126,10 @@ fn keepSpare(o: *Obj) void {
 /// Null with the Python error set on a bad argument or no memory.
 pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     const fd = parseFd(fd_obj) orelse return null;
-    const n = c.PyLong_AsSsize_t(n_obj);
+    // As socket.recv's argument: __index__, whose own error propagates.
+    const n_int = c.PyNumber_Index(n_obj) orelse return null;
+    defer py.decref(n_int);
+    const n = c.PyLong_AsSsize_t(n_int);
     if (n < 0) {
         if (c.PyErr_Occurred() == null) c.PyErr_SetString(c.PyExc_ValueError, "negative buffersize in recv");
         return null;
@@ -140,7 +158,11 @@ fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callcon
     if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
     const fut = args[0].?;
     if (futureDone(fut) orelse return null) return over();
-    return switch (recvBytes(args[1], args[2]) orelse return null) {
+    return orFail(fut, recvOnce(fut, args[1], args[2]));
+}
+
+fn recvOnce(fut: *Obj, fd_obj: ?*Obj, n_obj: ?*Obj) ?*Obj {
+    return switch (recvBytes(fd_obj, n_obj) orelse return null) {
         .data => |data| resolve(fut, data),
         .would_block => pending(),
         .failed => |errno| reject(fut, errno),
@@ -152,9 +174,18 @@ fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) cal
     if (!checkArgs(nargs, 3, "_sock_recv_into_ready")) return null;
     const fut = args[0].?;
     if (futureDone(fut) orelse return null) return over();
-    const fd = parseFd(args[1]) orelse return null;
+    return orFail(fut, recvIntoOnce(fut, args[1], args[2].?));
+}
+
+fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, buf: *Obj) ?*Obj {
+    const fd = parseFd(fd_obj) orelse return null;
     var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(args[2], &view, c.PyBUF_WRITABLE) < 0) return null;
+    if (c.PyObject_GetBuffer(buf, &view, c.PyBUF_WRITABLE) < 0) {
+        // What socket.recv_into raises for any buffer it cannot write.
+        if (py.pendingIsFatal()) return null;
+        c.PyErr_Clear();
+        return c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %s", c.Py_TYPE(buf).*.tp_name);
+    }
     const rc = linux.recvfrom(fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
     c.PyBuffer_Release(&view);
     switch (linux.errno(rc)) {
@@ -198,15 +229,18 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
     if (!checkArgs(nargs, 4, "_sock_sendall_ready")) return null;
     const fut = args[0].?;
     if (futureDone(fut) orelse return null) return over();
-    const fd = parseFd(args[1]) orelse return null;
-    const pos_list = args[3].?;
+    return orFail(fut, sendallOnce(fut, args[1], args[2].?, args[3].?));
+}
+
+fn sendallOnce(fut: *Obj, fd_obj: ?*Obj, data: *Obj, pos_list: *Obj) ?*Obj {
+    const fd = parseFd(fd_obj) orelse return null;
     if (c.PyList_Check(pos_list) == 0 or c.PyList_Size(pos_list) != 1) {
         return py.raise(c.PyExc_TypeError, "_sock_sendall_ready(): pos must be a one-item list");
     }
     const start = c.PyLong_AsSsize_t(c.PyList_GetItem(pos_list, 0));
     if (start < 0) return if (c.PyErr_Occurred() != null) null else py.raise(c.PyExc_ValueError, "bad position");
     var len: usize = undefined;
-    const now = switch (sendFrom(fd, args[2].?, @intCast(start), &len) orelse return null) {
+    const now = switch (sendFrom(fd, data, @intCast(start), &len) orelse return null) {
         .upto => |n| n,
         .would_block => return pending(),
         .failed => |errno| return reject(fut, errno),

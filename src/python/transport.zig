@@ -1074,9 +1074,9 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         .owner = t,
         .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
     };
-    l.reactor.attach(&in.w) catch {
+    l.reactor.attach(&in.w) catch |err| {
         gpa.destroy(in);
-        return c.PyErr_NoMemory();
+        return loop_mod.attachFailed(err);
     };
     reads.apply(in); // after anything that fails: it takes a reference
     in.attached = true;

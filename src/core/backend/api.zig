@@ -37,6 +37,13 @@ pub const Arm = struct {
     /// unreported. Without it, dropping interest only pauses a native
     /// receive, which still reports what it took before the pause.
     forget: bool = false,
+    /// The fd belongs to code outside the loop, which may close it at any
+    /// moment without a word (add_reader, sock_*): the kernel must then
+    /// forget it as epoll does, holding no reference that keeps the closed
+    /// file open and reporting nothing of a file that later reuses the
+    /// number. A readiness backend does that by itself; io_uring, whose
+    /// polls hold their file, watches such fds through an epoll instance.
+    borrowed: bool = false,
 };
 
 /// One native receive: what a readiness backend leaves to the caller's

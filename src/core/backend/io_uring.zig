@@ -48,6 +48,15 @@
 //! close) cancels it at once and makes its completions stale; a stale
 //! completion's buffer goes straight back to the ring.
 //!
+//! Borrowed fds (`api.Arm.borrowed`: add_reader, sock_*) are not polled
+//! through the ring. A poll request holds a reference to its file, so a
+//! socket that user code closes while the loop still watches it would stay
+//! open (its peer never sees the close) and its poll would later report
+//! for the fd number, by then perhaps another socket's. Such fds go to an
+//! epoll instance the backend keeps (`ep`), which forgets a closed file as
+//! the epoll backend does, and the ring polls the epoll fd itself: one
+//! `epoll_wait(0)` more on a pass where a borrowed fd is ready.
+//!
 //! Multishot receives need Linux 6.0 and provided-buffer rings 5.19: on an
 //! older kernel the ring registration fails (no native receives at all) or
 //! the first receive completes with EINVAL (the backend falls back to polls
@@ -57,6 +66,7 @@ const linux = std.os.linux;
 const IoUring = linux.IoUring;
 const sys = @import("../sys.zig");
 const api = @import("api.zig");
+const epoll = @import("epoll.zig");
 
 pub const name = "io_uring";
 
@@ -73,6 +83,8 @@ const Kind = enum(u8) {
     control = 2,
     /// A multishot receive of `fd` armed under receive generation `gen`.
     recv = 3,
+    /// The poll of `Backend.ep`'s fd: some borrowed fd is ready.
+    epoll = 4,
     _,
 };
 
@@ -171,6 +183,12 @@ pub const Backend = struct {
     /// once at most, and the capacity follows the slots', so listing one
     /// never allocates.
     to_arm: std.ArrayList(sys.fd_t) = .empty,
+    /// Where borrowed fds are watched (see the file's header).
+    ep: epoll.Backend,
+    /// Some borrowed fd was registered with `ep`: its fd is polled.
+    ep_used: bool = false,
+    /// The poll of `ep`'s fd is queued or in the kernel.
+    ep_armed: bool = false,
 
     const max_events = 256;
     const ring_entries = 512;
@@ -205,15 +223,20 @@ pub const Backend = struct {
             if (first != error.ArgumentsInvalid) break :retry first;
             break :retry IoUring.init(ring_entries, 0);
         } catch |err| return switch (err) {
-            error.ProcessFdQuotaExceeded, error.SystemFdQuotaExceeded => error.NoMemory,
-            error.SystemResources => error.NoMemory,
+            // Raised as OSError from `last_errno`, which IoUring leaves alone.
+            error.ProcessFdQuotaExceeded => failedWith(.MFILE),
+            error.SystemFdQuotaExceeded => failedWith(.NFILE),
+            error.SystemResources => failedWith(.NOMEM),
             // No io_uring (old kernel, io_uring_disabled sysctl, seccomp).
             else => error.Unsupported,
         };
         errdefer ring.deinit();
         if (ring.features & required_features != required_features) return error.Unsupported;
+        var ep = try epoll.Backend.init();
+        errdefer ep.deinit();
         var b: Backend = .{
             .ring = ring,
+            .ep = ep,
             .skip_success = ring.features & linux.IORING_FEAT_CQE_SKIP != 0,
         };
         b.setupRecv();
@@ -249,6 +272,7 @@ pub const Backend = struct {
     pub fn deinit(b: *Backend) void {
         b.teardownRecv();
         b.ring.deinit();
+        b.ep.deinit();
         b.slots.deinit(slot_gpa);
         b.to_arm.deinit(slot_gpa);
     }
@@ -285,6 +309,11 @@ pub const Backend = struct {
         how: api.Arm,
     ) sys.Error!void {
         std.debug.assert(fd >= 0);
+        if (how.borrowed) {
+            try b.ep.setInterest(fd, old, new, how);
+            b.ep_used = true;
+            return;
+        }
         if (new.none()) {
             const slot = b.slotOf(fd) orelse return;
             if (how.forget or !slot.recvBusy()) return b.disarm(fd, slot);
@@ -386,20 +415,39 @@ pub const Backend = struct {
     pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
         const want = @min(out.len, max_events);
         try b.armListed();
+        try b.armEpoll();
         const waited = try b.enter(timeout_ms);
         const got = b.ring.copy_cqes(b.cqes[0..want], 0) catch return error.Unexpected;
         var n: usize = 0;
+        var borrowed_ready = false;
         for (b.cqes[0..got]) |cqe| {
-            if (try b.complete(cqe)) |ev| {
+            const ud: UserData = @bitCast(cqe.user_data);
+            if (ud.kind == .epoll) {
+                b.ep_armed = false;
+                borrowed_ready = true;
+            } else if (try b.complete(cqe)) |ev| {
                 out[n] = ev;
                 n += 1;
             }
         }
+        // What does not fit stays ready in `ep`, whose re-armed poll
+        // completes at once on the next pass.
+        if (borrowed_ready and n < want) n += try b.ep.poll(0, out[n..want]);
         // A wait that submitted SQEs returns their count even when a signal
         // cut it short, so an empty wake-up is reported as an interruption:
         // the reactor then runs the signal handlers (a no-op if none).
         if (waited and got == 0) return error.Interrupted;
         return n;
+    }
+
+    /// Queues the poll of `ep`'s fd, if borrowed fds use it and none is
+    /// armed: one-shot, re-armed after each completion as the others are.
+    fn armEpoll(b: *Backend) sys.Error!void {
+        if (!b.ep_used or b.ep_armed) return;
+        const sqe = try b.getSqe();
+        sqe.prep_poll_add(b.ep.epfd, linux.POLL.IN);
+        sqe.user_data = UserData.of(.{ .fd = @intCast(b.ep.epfd), .gen = 0, .kind = .epoll });
+        b.ep_armed = true;
     }
 
     /// Submits the queued SQEs and waits. Returns whether it blocked.
@@ -459,6 +507,7 @@ pub const Backend = struct {
             .poll => {},
             .control => return null,
             .recv => return b.received(ud, cqe),
+            .epoll => unreachable, // `poll` takes it first
             _ => unreachable,
         }
         const fd: sys.fd_t = @intCast(ud.fd);
@@ -607,6 +656,12 @@ pub const Backend = struct {
         return &b.slots.items[i];
     }
 };
+
+/// `error.NoMemory` with `e` for the caller's OSError.
+fn failedWith(e: linux.E) sys.Error {
+    sys.last_errno = @intFromEnum(e);
+    return error.NoMemory;
+}
 
 fn mask(i: api.Interest) u32 {
     var m: u32 = 0;
@@ -826,6 +881,32 @@ test "io_uring: removing interest lets a closed socket really close" {
     // The peer sees end-of-file at once: the armed poll held no file.
     var buf: [1]u8 = undefined;
     try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
+}
+
+test "io_uring: a borrowed fd closed while watched really closes; its number's next file is not reported for it" {
+    var b = try testBackend();
+    defer b.deinit();
+    const pair = try socketPair();
+    defer sys.close(pair[1]);
+    var out: [8]api.Event = undefined;
+    const how: api.Arm = .{ .oneshot = true, .borrowed = true };
+    try b.setInterest(pair[0], .{}, .{ .read = true }, how);
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    sys.close(pair[0]); // closed behind the watcher's back
+    // The peer sees the close at once: nothing in the ring holds the file.
+    var buf: [1]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try sys.read(pair[1], &buf));
+    // A new file under the same number, readable: not reported, as epoll
+    // forgot the old registration with its file.
+    const other = try socketPair();
+    defer sys.close(other[0]);
+    defer sys.close(other[1]);
+    _ = try sys.write(other[1], "x");
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    // Registered again, it is.
+    try b.setInterest(other[0], .{}, .{ .read = true }, how);
+    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 1000, &out));
+    try std.testing.expect(out[0].fd == other[0] and out[0].readable);
 }
 
 test "io_uring: a poll armed by one thread completes while that thread sleeps" {
