@@ -88,21 +88,18 @@ def build_extension(version, arch, workdir):
 
 
 def metadata():
-    """METADATA's text (core metadata 2.1) from pyproject.toml and README.md."""
+    """METADATA's text (core metadata 2.4) from pyproject.toml and README.md."""
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     lines = [
-        "Metadata-Version: 2.1",
+        "Metadata-Version: 2.4",
         f"Name: {project['name']}",
         f"Version: {project['version']}",
         f"Summary: {project['description']}",
         f"Requires-Python: {project['requires-python']}",
     ]
-    lic = project.get("license")
-    if isinstance(lic, str):
-        lines.append(f"License-Expression: {lic}")
-    elif isinstance(lic, dict) and "text" in lic:
-        lines.append(f"License: {lic['text']}")
+    lines.append(f"License-Expression: {project['license']}")
+    lines += [f"License-File: {f}" for f in project.get("license-files", [])]
     for url_name, url in project.get("urls", {}).items():
         lines.append(f"Project-URL: {url_name}, {url}")
     lines += [f"Classifier: {c}" for c in project.get("classifiers", [])]
