@@ -303,7 +303,7 @@ def _close(loop):
     loop.close()
 
 
-# Differences README.md's "Known differences" lists: zloop converts the
+# Differences docs/differences.md lists: zloop converts the
 # argument when the call is made (asyncio fails later, or never notices).
 _KNOWN = {
     ("call_at", 0, bad)
