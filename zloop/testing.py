@@ -25,7 +25,10 @@ compares two such reports (one on asyncio, one on zloop).
 
 Loops: ``asyncio`` (stock, nothing is swapped), ``uvloop``, ``zloop``. With
 ``--event-loop-backend epoll|io_uring`` the plugin sets ``ZLOOP_BACKEND`` before
-zloop is imported.
+zloop is imported. Every flag has an ini option of the same name with
+underscores (``event_loop = zloop``); an unknown loop or backend is a usage
+error. ``python -m zloop.compat check`` drives this plugin over a whole project
+(docs/validate.md).
 """
 
 from __future__ import annotations

@@ -425,7 +425,7 @@ def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None
     if result.get("partial"):
         problems.append("the run was cut short; the report is partial")
     if not swap_ok:
-        problems.append(f"only {on_loop} tests ran on a {loop} loop; "
+        problems.append(f"{on_loop} tests ran on a loop of {loop}'s kind; "
                         f"at least {max(1, min_on_loop)} must")
     diff = None
     if baseline is not None:
