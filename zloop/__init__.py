@@ -8,8 +8,19 @@
 import asyncio as _asyncio
 import sys as _sys
 
-from ._loop import Loop
-from ._zloop import BACKEND, Handle, TimerHandle
+try:
+    from ._loop import Loop
+    from ._zloop import BACKEND, Handle, TimerHandle
+except ModuleNotFoundError as _exc:
+    if _exc.name != "zloop._zloop":
+        raise
+    # A checkout that was never built: say how to build it.
+    raise ModuleNotFoundError(
+        "zloop's compiled extension zloop._zloop is not built for this Python "
+        f"({_sys.executable}). In a checkout, build it in place: "
+        f"ZIG='{_sys.executable} -m ziglang' bash scripts/dev-build {_sys.executable} "
+        "(needs `pip install ziglang`), or `pip install -e .`; "
+        "otherwise install zloop: `pip install zloop`.", name=_exc.name) from None
 
 __all__ = ("Loop", "EventLoopPolicy", "new_event_loop", "run", "install", "Handle", "TimerHandle")
 __version__ = "0.1.0"

@@ -25,7 +25,10 @@ compares two such reports (one on asyncio, one on zloop).
 
 Loops: ``asyncio`` (stock, nothing is swapped), ``uvloop``, ``zloop``. With
 ``--event-loop-backend epoll|io_uring`` the plugin sets ``ZLOOP_BACKEND`` before
-zloop is imported.
+zloop is imported. Every flag has an ini option of the same name with
+underscores (``event_loop = zloop``); an unknown loop or backend is a usage
+error. ``python -m zloop.compat check`` drives this plugin over a whole project
+(docs/validate.md).
 """
 
 from __future__ import annotations
@@ -171,42 +174,70 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
 # --- pytest plugin ---------------------------------------------------------------
 
 
+# Each option: (flag, ini name, help). The ini name is the flag's, with
+# underscores, as pytest-timeout's ``timeout``: ``event_loop = zloop`` in a
+# pytest.ini [pytest] section (or [tool.pytest.ini_options]) equals
+# ``--event-loop zloop``. A flag wins over $ZLOOP_TEST_LOOP, which wins over the
+# ini file.
+_OPTIONS = (
+    ("--event-loop", "event_loop",
+     "loop that asyncio.new_event_loop() builds for the whole run: "
+     f"{'|'.join(LOOP_NAMES)} (default: $ZLOOP_TEST_LOOP, else asyncio)"),
+    ("--event-loop-backend", "event_loop_backend",
+     f"zloop backend, {'|'.join(BACKEND_NAMES)}, passed to zloop as ZLOOP_BACKEND"),
+    ("--event-loop-report", "event_loop_report",
+     "write a JSON report: each test's outcome and the loop types it ran on"),
+    ("--event-loop-exclude", "event_loop_exclude",
+     'deselect tests named in a JSON list of {"test": glob, "reason": text}'),
+    ("--event-loop-label", "event_loop_label",
+     "free-form label stored in the report (suite name, version)"),
+)
+_PATH_OPTIONS = ("event_loop_report", "event_loop_exclude")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("zloop", "run the suite on a chosen event loop (zloop.testing)")
-    group.addoption(
-        "--event-loop",
-        choices=LOOP_NAMES,
-        default=os.environ.get("ZLOOP_TEST_LOOP", "asyncio"),
-        help="loop that asyncio.new_event_loop() builds for the whole run (default: asyncio)",
-    )
-    group.addoption(
-        "--event-loop-backend",
-        choices=BACKEND_NAMES,
-        default=None,
-        help="zloop backend, passed to zloop as ZLOOP_BACKEND",
-    )
-    group.addoption(
-        "--event-loop-report",
-        default=None,
-        metavar="PATH",
-        help="write a JSON report: each test's outcome and the loop types it ran on",
-    )
-    group.addoption(
-        "--event-loop-exclude",
-        default=None,
-        metavar="PATH",
-        help='deselect tests named in a JSON list of {"test": glob, "reason": text}',
-    )
-    group.addoption(
-        "--event-loop-label",
-        default=None,
-        help="free-form label stored in the report (suite name, version)",
-    )
+    for flag, name, text in _OPTIONS:
+        # Checked in pytest_configure, not by argparse's choices: the ini and
+        # the environment need the same check, and it must be an error.
+        group.addoption(flag, dest=name, default=None,
+                        metavar="PATH" if name in _PATH_OPTIONS else None, help=text)
+        parser.addini(name, help=f"{text} (as {flag})", default=None)
+
+
+def _setting(config: pytest.Config, name: str,
+             env: str | None = None) -> tuple[str | None, str]:
+    """An option's value and where it came from: the flag, else the
+    environment variable, else the ini file (a relative path there is
+    relative to the ini file's directory)."""
+    flag = "--" + name.replace("_", "-")
+    value = config.getoption(name)
+    if value is not None:
+        return value, flag
+    if env and os.environ.get(env):
+        return os.environ[env], f"${env}"
+    value = config.getini(name)
+    if not value:
+        return None, flag
+    if name in _PATH_OPTIONS and config.inipath is not None:
+        value = str(config.inipath.parent / value)
+    return value, f"the {name} ini option"
+
+
+def _choice(config: pytest.Config, name: str, choices: tuple[str, ...],
+            env: str | None = None) -> str | None:
+    """A setting that must be one of ``choices``: anything else is a usage
+    error, never a silent run on the default loop."""
+    value, where = _setting(config, name, env)
+    if value is not None and value not in choices:
+        raise pytest.UsageError(
+            f"zloop.testing: {where} is {value!r}; choose from {', '.join(choices)}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    name = config.getoption("event_loop")
-    backend = config.getoption("event_loop_backend")
+    name = _choice(config, "event_loop", LOOP_NAMES, "ZLOOP_TEST_LOOP") or "asyncio"
+    backend = _choice(config, "event_loop_backend", BACKEND_NAMES)
     factory = install_loop(name, backend)
     config.stash[_STATE_KEY] = _State(config, name, backend, factory)
     config.pluginmanager.register(config.stash[_STATE_KEY], "zloop-testing-state")
@@ -229,8 +260,8 @@ class _State:
         self.backend = backend
         self.factory = factory
         self.is_worker = hasattr(config, "workerinput")
-        self.report_path = config.getoption("event_loop_report")
-        self.excludes = _load_excludes(config.getoption("event_loop_exclude"))
+        self.report_path = _setting(config, "event_loop_report")[0]
+        self.excludes = _load_excludes(_setting(config, "event_loop_exclude")[0])
         self.excluded: dict[str, str] = {}
         self.tests: dict[str, dict[str, Any]] = {}
         self.started_s = time.time()
@@ -292,6 +323,7 @@ class _State:
             entry["outcome"] = outcome
             if report.failed:
                 entry["message"] = _short_message(report)
+                entry["detail"] = _failure_lines(report)
             elif outcome in ("skipped", "xfailed"):
                 entry["message"] = _skip_reason(report)
         for key, value in report.user_properties:
@@ -303,7 +335,17 @@ class _State:
                 self._jsonl.flush()
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.is_worker or not self.report_path:
+        if self.is_worker:
+            return
+        # The summary is counted whether or not a report is written: the
+        # terminal line that says how many tests ran on the loop is the proof
+        # a plain `pytest -p zloop.testing` run gets.
+        report = build_report(
+            self.tests, self.excluded, loop=self.loop, backend=self.backend,
+            label=_setting(self.config, "event_loop_label")[0],
+            wall_s=time.time() - self.started_s, exitstatus=int(exitstatus))
+        self.config.stash[_SUMMARY_KEY] = report["summary"]
+        if not self.report_path:
             return
         if self._jsonl is not None:
             self._jsonl.close()
@@ -311,21 +353,19 @@ class _State:
                 Path(self.report_path).name + ".excluded-*.json"):
             self.excluded.update(json.loads(path.read_text(encoding="utf-8")))
             path.unlink()
-        report = build_report(
-            self.tests, self.excluded, loop=self.loop, backend=self.backend,
-            label=self.config.getoption("event_loop_label"),
-            wall_s=time.time() - self.started_s, exitstatus=int(exitstatus))
+        report["excluded"] = dict(self.excluded)
+        report["summary"]["excluded"] = len(self.excluded)
         Path(self.report_path).write_text(json.dumps(report, indent=1, sort_keys=True),
                                           encoding="utf-8")
-        self.config.stash[_SUMMARY_KEY] = report["summary"]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.config.stash.get(_SUMMARY_KEY, None)
         if summary is None:
             return
+        where = f"; report: {self.report_path}" if self.report_path else ""
         terminalreporter.write_line(
             f"zloop.testing: {summary['on_loop']} of {summary['ran']} tests ran on the "
-            f"{self.loop} event loop; report: {self.report_path}")
+            f"{self.loop} event loop{where}")
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -365,6 +405,23 @@ def _short_message(report: pytest.TestReport) -> str:
     if "Timeout" in (report.longreprtext or "")[-4000:]:
         text = "Timeout: " + text
     return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+def _failure_lines(report: pytest.TestReport, limit: int = 8) -> list[str]:
+    """The first lines that say why a test failed: where it failed and
+    pytest's ``E`` lines (the exception and its explanation), else the end
+    of the traceback text."""
+    text = report.longreprtext or ""
+    lines = [line[:200] for line in text.splitlines() if line.startswith("E ")]
+    if not lines:
+        lines = [line[:200] for line in text.strip().splitlines()[-limit:]]
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        path = str(crash.path)
+        if path.startswith(os.getcwd() + os.sep):
+            path = os.path.relpath(path)
+        lines.insert(0, f"{path}:{crash.lineno}")
+    return lines[:limit]
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

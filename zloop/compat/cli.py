@@ -1,4 +1,8 @@
-"""Command line: ``python -m zloop.compat {list,fetch,run,diff,table}``.
+"""Command line: ``python -m zloop.compat {check,list,fetch,run,diff,table}``.
+
+``check`` runs the suite of the project in the current directory once per loop
+and says whether it behaves the same on each as on stock asyncio (see
+docs/validate.md); the other commands work on the pinned suites.
 
 ``run SUITE --loop L`` is the whole job: fetch and verify the pin, install the
 pinned test requirements, run the suite on loop L through ``zloop.testing``,
@@ -12,6 +16,7 @@ still differs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -19,11 +24,13 @@ import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zloop.compat import fetch, report
-from zloop.compat.suites import Suite, SuiteError, default_compat_dir, load_suite, suite_names
+from zloop.compat.suites import (PINNED_SUITES_HOME, Suite, SuiteError, default_compat_dir,
+                                 load_suite, suite_names)
 
 LOOPS = ("asyncio", "uvloop", "zloop")
 BACKENDS = ("epoll", "io_uring")
@@ -54,8 +61,38 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m zloop.compat", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compat-dir", type=Path, default=None,
-                        help="directory of suite definitions (default: ./compat)")
+                        help="directory of suite definitions (default: $ZLOOP_COMPAT_DIR, "
+                        "else ./compat if it holds a */suite.toml, else the compat/ of the "
+                        "checkout zloop runs from)")
     sub = parser.add_subparsers(required=True, dest="command")
+
+    p = sub.add_parser(
+        "check", help="run the current directory's pytest suite on each loop and "
+        "report the tests whose outcome differs from stock asyncio",
+        description="Run this project's pytest suite once per loop (and zloop backend), "
+        "prove each run ran on its loop, rerun the tests whose outcome differs to tell "
+        "flaky tests from real differences, and exit 1 if a difference is not listed in "
+        "--expected. See docs/validate.md.")
+    p.add_argument("--loops", default="asyncio,zloop",
+                   help="comma-separated loops; asyncio, the baseline, always runs "
+                   f"(from {','.join(LOOPS)}; default asyncio,zloop)")
+    p.add_argument("--backend", default=None,
+                   help=f"comma-separated zloop backends to run ({','.join(BACKENDS)}; "
+                   "default: zloop's own choice)")
+    p.add_argument("--expected", type=Path, default=None, metavar="FILE",
+                   help="TOML list of accepted differences ([[zloop]] test = ..., "
+                   "reason = ...), the format of compat/SUITE/expected.toml")
+    p.add_argument("--reruns", type=int, default=2,
+                   help="times a differing test runs again on both loops (default 2)")
+    p.add_argument("--jobs", "-n", type=int, default=None,
+                   help="pytest-xdist workers when it is installed (default: 2; 0: none)")
+    p.add_argument("--timeout", type=int, default=None,
+                   help="per-test timeout in seconds when pytest-timeout is installed "
+                   "(default 120)")
+    p.add_argument("--results", type=Path, default=None, metavar="DIR",
+                   help="keep the JSON reports in DIR (default: a temporary directory)")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("list", help="list the suites and their pins")
     p.set_defaults(func=_cmd_list)
@@ -112,9 +149,23 @@ def _python_tag() -> str:
     return "{}.{}".format(*sys.version_info[:2])
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from zloop.compat.check import run_check  # it builds on this module
+
+    return run_check(args)
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     compat_dir = _compat_dir(args)
-    for name in suite_names(compat_dir):
+    names = suite_names(compat_dir)
+    if not names:
+        # Installed from a wheel, zloop carries no suite definitions.
+        print(f"compat: no suite definitions (*/suite.toml) under {compat_dir}. The pinned "
+              f"suites are defined in {PINNED_SUITES_HOME}: run from a checkout of it, or "
+              "pass --compat-dir (or $ZLOOP_COMPAT_DIR). To check your own project's "
+              "suite: python -m zloop.compat check", file=sys.stderr)
+        return 1
+    for name in names:
         suite = load_suite(compat_dir, name)
         print(f"{name:15} {suite.pin:28} {suite.description}")
     return 0
@@ -162,12 +213,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.rebaseline or not _fresh_baseline(base_path, suite):
             print(f"compat: running the stock-asyncio baseline of {suite.name} first",
                   flush=True)
-            _run_pytest(suite, run_root, "asyncio", None, base_path, args)
+            rc = run_pytest(suite, run_root, "asyncio", None, base_path, args)
+            load_run(base_path, rc)
         baseline = report.load_report(base_path)
 
     out_path = _result_path(cache_dir, suite, args.loop, args.backend)
-    rc = _run_pytest(suite, run_root, args.loop, args.backend, out_path, args)
-    result = report.load_report(out_path)
+    rc = run_pytest(suite, run_root, args.loop, args.backend, out_path, args)
+    result = load_run(out_path, rc)
     return _conclude(suite, args, result, baseline, out_path, rc, compat_dir, run_root)
 
 
@@ -176,22 +228,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 RERUN_MAX = 20
 
 
-def _confirm(suite: Suite, args: argparse.Namespace, diff: report.DiffResult,
-             out_path: Path, run_root: Path) -> None:
-    """Runs the tests behind unlisted differences once more on both loops
-    and drops the differences that do not reproduce (timing-dependent tests
-    that failed once on one side, stock asyncio's included)."""
-    tests = [d.test for d in diff.unlisted]
-    if not tests or len(tests) > RERUN_MAX:
-        return
-    print(f"compat: running the {len(tests)} unlisted difference(s) again on both loops",
-          flush=True)
-    reruns = {}
-    for loop, backend in (("asyncio", None), (args.loop, args.backend)):
-        path = out_path.with_name(f"{loop}-rerun.json")
-        _run_pytest(suite, run_root, loop, backend, path, args, tests)
-        reruns[loop] = report.load_report(path)
-    report.drop_unconfirmed(diff, reruns["asyncio"], reruns[args.loop])
+def confirm(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
+            diff: report.DiffResult, out_path: Path, run_root: Path, rounds: int = 1) -> None:
+    """Runs the tests behind unlisted differences again on both loops,
+    ``rounds`` times, and drops each difference that does not reproduce in
+    every round (timing-dependent tests that failed once on one side, stock
+    asyncio's included)."""
+    for _ in range(rounds):
+        tests = [d.test for d in diff.unlisted]
+        if not tests or len(tests) > RERUN_MAX:
+            return
+        print(f"compat: running the {len(tests)} unlisted difference(s) again on both loops",
+              flush=True)
+        reruns = {}
+        for rerun_loop, rerun_backend in (("asyncio", None), (loop, backend)):
+            path = out_path.with_name(f"{out_path.stem}.rerun-{rerun_loop}.json")
+            rc = run_pytest(suite, run_root, rerun_loop, rerun_backend, path, args, tests)
+            reruns[rerun_loop] = load_run(path, rc)
+        report.drop_unconfirmed(diff, reruns["asyncio"], reruns[loop])
 
 
 def _run_root(suite: Suite, root: Path, cache_dir: Path) -> Path:
@@ -239,14 +293,34 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
         command += [f"--event-loop-backend={backend}"]
     for plugin in suite.plugins:
         command += ["-p", plugin]
-    command += ["-p", "no:cacheprovider", f"--numprocesses={args.jobs or suite.jobs}",
-                f"--timeout={args.timeout or suite.timeout_s}", "--timeout-method=thread",
-                # A hang ends its worker; xdist's default of 4 restarts per
-                # worker would then stop the run and leave the rest unrun.
-                "--max-worker-restart=100000",
+    jobs = suite.jobs if args.jobs is None else args.jobs
+    command += ["-p", "no:cacheprovider",
+                *_isolation_options(jobs, args.timeout or suite.timeout_s),
                 "-q", f"--rootdir={run_root}"]
     command += [*suite.pytest_args, *(tests or suite.targets), *args.pytest_args]
     return command
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _isolation_options(jobs: int, timeout_s: int) -> list[str]:
+    """pytest-xdist workers and pytest-timeout's per-test limit, each when
+    installed (the pinned suites pin both; a project's own suite may have
+    neither, and then runs in one process, a hang ending the run)."""
+    options = []
+    xdist = jobs > 0 and _installed("xdist")
+    if xdist:
+        # A hang ends its worker; xdist's default of 4 restarts per worker
+        # would then stop the run and leave the rest unrun.
+        options += [f"--numprocesses={jobs}", "--max-worker-restart=100000"]
+    if _installed("pytest_timeout"):
+        # In a worker, the thread method ends the worker and xdist reports
+        # the test; in one process only the signal method keeps the run going.
+        method = "thread" if xdist else "signal"
+        options += [f"--timeout={timeout_s}", f"--timeout-method={method}"]
+    return options
 
 
 def _plugin_module(loop: str, scratch: Path) -> str:
@@ -291,7 +365,7 @@ def _default_interrupt_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
+def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
                 out_path: Path, args: argparse.Namespace,
                 tests: list[str] | None = None) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,34 +400,57 @@ def _run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
     return rc
 
 
-def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
-              baseline: dict[str, Any] | None, out_path: Path, rc: int,
-              compat_dir: Path, run_root: Path) -> int:
+@dataclass
+class Verdict:
+    """One run judged: its table row, its differences from the baseline
+    (None for the baseline itself) and what fails it."""
+
+    row: dict[str, Any]
+    diff: report.DiffResult | None
+    problems: list[str]
+
+
+def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
+          result: dict[str, Any], baseline: dict[str, Any] | None, out_path: Path, rc: int,
+          run_root: Path, rounds: int = 1) -> Verdict:
+    """Checks that a run took place on its loop, diffs it against the
+    baseline and confirms the unlisted differences by rerunning them."""
     python = _python_tag()
     min_on_loop = suite.min_on_loop_for(python)
     on_loop = result["summary"]["on_loop"]
     swap_ok = on_loop >= max(1, min_on_loop)
     problems = []
     if rc not in (0, 1):
-        problems.append(f"pytest ended with exit status {rc} (not a test failure)")
+        problems.append(f"pytest ended with exit status {rc} ({pytest_exit_meaning(rc)})")
     if result.get("partial"):
         problems.append("the run was cut short; the report is partial")
     if not swap_ok:
-        problems.append(f"only {on_loop} tests ran on a {args.loop} loop; "
-                        f"the suite expects at least {max(1, min_on_loop)}")
+        problems.append(f"{on_loop} tests ran on a loop of {loop}'s kind; "
+                        f"at least {max(1, min_on_loop)} must")
     diff = None
     if baseline is not None:
-        expected = suite.expected_for(args.loop, python, args.backend)
+        expected = suite.expected_for(loop, python, backend)
         diff = report.diff_reports(baseline, result, expected)
-        _confirm(suite, args, diff, out_path, run_root)
-        report.print_diff(diff, args.loop)
-        if not diff.ok:
-            problems.append("differences from asyncio do not match "
-                            f"{suite.directory.name}/expected.toml")
-    row = report.summary_row(suite.name, suite.pin, args.loop, args.backend, result, diff,
+        confirm(suite, args, loop, backend, diff, out_path, run_root, rounds)
+    row = report.summary_row(suite.name, suite.pin, loop, backend, result, diff,
                              swap_ok, min_on_loop)
     if problems and row["status"] == "ok":
         row["status"] = "run failed"
+    return Verdict(row, diff, problems)
+
+
+def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
+              baseline: dict[str, Any] | None, out_path: Path, rc: int,
+              compat_dir: Path, run_root: Path) -> int:
+    verdict = judge(suite, args, args.loop, args.backend, result, baseline, out_path, rc,
+                    run_root)
+    problems = verdict.problems
+    if verdict.diff is not None:
+        report.print_diff(verdict.diff, args.loop)
+        if not verdict.diff.ok:
+            problems.append("differences from asyncio do not match "
+                            f"{suite.directory.name}/expected.toml")
+    row = verdict.row
     summary_path = out_path.with_suffix(".summary.json")
     summary_path.write_text(json.dumps(row, indent=1), encoding="utf-8")
     print()
@@ -364,6 +461,26 @@ def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
         print(f"compat: FAIL: {problem}")
     print(f"compat: report {out_path}\ncompat: summary {summary_path}")
     return 1 if problems else 0
+
+
+_PYTEST_EXITS = {2: "interrupted", 3: "pytest's internal error",
+                 4: "usage error: check the pytest arguments and the project's pytest config",
+                 5: "no tests collected: run it where you run pytest, or name the tests"}
+
+
+def pytest_exit_meaning(rc: int) -> str:
+    if rc < 0:
+        return "ended by the runner or a signal"
+    return _PYTEST_EXITS.get(rc, "not a test failure")
+
+
+def load_run(path: Path, rc: int) -> dict[str, Any]:
+    """The report of a pytest run, or an error that says why there is none."""
+    try:
+        return report.load_report(path)
+    except FileNotFoundError:
+        raise SuiteError(f"pytest wrote no report ({path}): it exited with status {rc} "
+                         f"({pytest_exit_meaning(rc)}); its output is above") from None
 
 
 # tox factors that name a suite by a shorter word than its directory.

@@ -116,7 +116,10 @@ def drop_unconfirmed(result: DiffResult, base_rerun: dict[str, Any],
     result.differences = kept
 
 
-def print_diff(result: DiffResult, loop: str, limit: int = 60) -> None:
+def print_diff(result: DiffResult, loop: str, limit: int = 60,
+               details: dict[str, list[str]] | None = None) -> None:
+    """Prints the differences; ``details`` adds lines under a test (the
+    first lines of its failure)."""
     regress = [d for d in result.differences if d.baseline == "passed"]
     improve = [d for d in result.differences if d.target == "passed"]
     print(f"\ncompat: {len(result.differences)} differences from stock asyncio "
@@ -126,6 +129,8 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60) -> None:
     for d in result.unlisted[:limit]:
         note = f"  -- {d.message}" if d.message else ""
         print(f"  UNLISTED  {d.test}: asyncio {d.baseline}, {loop} {d.target}{note}")
+        for line in (details or {}).get(d.test, []):
+            print(f"      {line}")
     if len(result.unlisted) > limit:
         print(f"  ... and {len(result.unlisted) - limit} more unlisted (see the summary JSON)")
     for e in result.stale:

@@ -60,7 +60,7 @@ class Suite:
     name: str
     directory: Path
     description: str
-    source: str  # "sdist" or "stdlib"
+    source: str  # "sdist", "stdlib", or "local" (a project's own tree: check)
     targets: list[str]
     pytest_args: list[str]
     jobs: int
@@ -82,6 +82,8 @@ class Suite:
         """What the suite is pinned to, for reports: ``uvicorn 0.54.0``."""
         if self.source == "stdlib":
             return "CPython {}.{}.{} stdlib".format(*sys.version_info[:3])
+        if self.source == "local":
+            return "local"
         return f"{self.package} {self.version}"
 
     def min_on_loop_for(self, python: str) -> int:
@@ -95,15 +97,22 @@ class Suite:
 
 
 def default_compat_dir() -> Path:
-    """``$ZLOOP_COMPAT_DIR``, else ``./compat``, else the checkout's ``compat/``."""
+    """``$ZLOOP_COMPAT_DIR``, else ``./compat`` when it holds any suite
+    (``*/suite.toml``), else the ``compat/`` of the checkout that this module
+    runs from. Installed from a wheel, that last one does not exist: the
+    pinned suites' definitions live in zloop's repository, not in the
+    package (see ``PINNED_SUITES_HOME``)."""
     env = os.environ.get("ZLOOP_COMPAT_DIR")
     if env:
         return Path(env).resolve()
     here = Path.cwd() / "compat"
-    if (here / "uvicorn" / "suite.toml").exists():
+    if suite_names(here):
         return here.resolve()
-    checkout = Path(__file__).resolve().parents[2] / "compat"
-    return checkout
+    return Path(__file__).resolve().parents[2] / "compat"
+
+
+# Where the pinned suites are defined, for a zloop installed without them.
+PINNED_SUITES_HOME = "the compat/ directory of zloop's source repository"
 
 
 def suite_names(compat_dir: Path) -> list[str]:
@@ -149,9 +158,20 @@ def load_suite(compat_dir: Path, name: str) -> Suite:
             raise SuiteError(f"{path}: test requirement {requirement!r} is not pinned (==)")
     expected_path = directory / "expected.toml"
     if expected_path.exists():
-        for loop, entries in _read_toml(expected_path).items():
-            suite.expected[loop] = [_entry(e, expected_path) for e in entries]
+        suite.expected = load_expected(expected_path)
     return suite
+
+
+def load_expected(path: Path) -> dict[str, list[Entry]]:
+    """An expected-differences file: ``[[LOOP]]`` tables of test and reason."""
+    if not path.is_file():
+        raise SuiteError(f"no expected-differences file {path}")
+    expected = {}
+    for loop, entries in _read_toml(path).items():
+        if not isinstance(entries, list):
+            raise SuiteError(f"{path}: {loop!r} must be an array of tables: [[{loop}]]")
+        expected[loop] = [_entry(e, path) for e in entries]
+    return expected
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
