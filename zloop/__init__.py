@@ -8,10 +8,11 @@
 import asyncio as _asyncio
 import sys as _sys
 
+from . import _policy
 from ._loop import Loop
 from ._zloop import BACKEND, Handle, TimerHandle
 
-__all__ = ("Loop", "EventLoopPolicy", "new_event_loop", "run", "install", "Handle", "TimerHandle")
+__all__ = ("Loop", "new_event_loop", "run", "Handle", "TimerHandle")
 __version__ = "0.1.0"
 
 
@@ -33,9 +34,13 @@ def run(main, *, debug=None, **run_kwargs):
         return runner.run(main)
 
 
-if hasattr(_asyncio, "DefaultEventLoopPolicy"):
+_DefaultPolicy = _policy.default_policy_class()
 
-    class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
+if _DefaultPolicy is not None:
+    # Policies exist up to 3.15 (deprecated from 3.14, removed in 3.16): so
+    # do EventLoopPolicy and install(), reached without asyncio's warning.
+
+    class EventLoopPolicy(_DefaultPolicy):
         """An event loop policy whose loops are zloop loops."""
 
         def _loop_factory(self):
@@ -45,5 +50,12 @@ if hasattr(_asyncio, "DefaultEventLoopPolicy"):
             return f"<{type(self).__name__}>"
 
     def install():
-        """Make zloop the default loop through asyncio's policy."""
-        _asyncio.set_event_loop_policy(EventLoopPolicy())
+        """Make zloop the default loop through asyncio's policy.
+
+        asyncio deprecates policies from 3.14 and removes them in 3.16, and
+        install() with them: prefer ``zloop.run(main())`` or
+        ``asyncio.run(main(), loop_factory=zloop.new_event_loop)``.
+        """
+        _policy.set_policy(EventLoopPolicy())
+
+    __all__ += ("EventLoopPolicy", "install")

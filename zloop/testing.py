@@ -43,6 +43,8 @@ from typing import Any, Callable
 
 import pytest
 
+from zloop import _policy
+
 LOOP_NAMES = ("asyncio", "uvloop", "zloop")
 BACKEND_NAMES = ("epoll", "io_uring")
 
@@ -139,7 +141,8 @@ class LoopRecorder:
 
 
 RECORDER = LoopRecorder()
-_STOCK_LOOP_CLASS = asyncio.DefaultEventLoopPolicy._loop_factory  # type: ignore[attr-defined]
+_DEFAULT_POLICY = _policy.default_policy_class()
+_STOCK_LOOP_CLASS = _DEFAULT_POLICY._loop_factory  # type: ignore[union-attr]
 # Installed at import: a -p plugin is imported before the suite's modules, and
 # so before uvloop or zloop captures asyncio's _set_running_loop.
 RECORDER.install()
@@ -163,8 +166,8 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
         return factory
     # The policy class's factory, not only an instance: set_event_loop_policy(None)
     # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
-    asyncio.DefaultEventLoopPolicy._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
-    asyncio.set_event_loop_policy(None)
+    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[union-attr]
+    _policy.set_policy(None)
     return factory
 
 

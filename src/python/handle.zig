@@ -52,6 +52,11 @@ pub const Handle = struct {
     source_traceback: ?*Obj,
     /// repr() taken at cancel() in debug mode, as asyncio keeps `_repr`.
     repr_cache: ?*Obj,
+    /// A threading.RLock held while the callback runs, for handles from
+    /// call_soon_threadsafe on 3.14+ (asyncio's `_ThreadSafeHandle`): from
+    /// another thread, cancel() and cancelled() wait for a running callback.
+    /// Null for every other handle, so call_soon pays nothing for it.
+    lock: ?*Obj,
     weakreflist: ?*Obj,
     node: core.Callback,
 };
@@ -112,6 +117,7 @@ pub fn create(
     h.loop = py.newref(loop);
     h.source_traceback = null;
     h.repr_cache = null;
+    h.lock = null;
     h.weakreflist = null;
     h.node = .{ .run = runNode, .drop = dropNode };
     if (kind == .timer) {
@@ -206,6 +212,7 @@ fn clearSlots(h: *Handle) void {
     py.clear(&h.loop);
     py.clear(&h.source_traceback);
     py.clear(&h.repr_cache);
+    py.clear(&h.lock);
 }
 
 fn dealloc(self: ?*Obj) callconv(.c) void {
@@ -215,15 +222,34 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     c.PyObject_Free(self);
 }
 
+/// Runs `f(h)` holding the handle's lock (a thread-safe handle on 3.14+:
+/// another thread waits here while the callback runs), or just runs it.
+fn underLock(h: *Handle, comptime f: fn (*Handle) ?*Obj) ?*Obj {
+    const lock = py.newref(h.lock orelse return f(h));
+    defer py.decref(lock);
+    const s = state.get();
+    py.decref(py.callMethod(lock, s.str_acquire, .{}) orelse return null);
+    const result = f(h);
+    const released = py.callMethod(lock, s.str_release, .{}) orelse {
+        py.xdecref(result);
+        return null;
+    };
+    py.decref(released);
+    return result;
+}
+
 fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const h = py.cast(Handle, self.?);
+    return underLock(py.cast(Handle, self.?), cancelNow);
+}
+
+fn cancelNow(h: *Handle) ?*Obj {
     if (!h.cancelled) {
         h.cancelled = true;
         if (h.kind == .timer) loop_mod.timerCancelled(@fieldParentPtr("base", h));
         // As asyncio: drop the callback at once so that cycles through it
         // are broken; debug mode first keeps its text for repr() and logs.
         if (loop_mod.isDebug(h.loop) and h.repr_cache == null) {
-            h.repr_cache = repr(self) orelse return null;
+            h.repr_cache = repr(py.obj(h)) orelse return null;
         }
         if (!h.running) releaseCallback(h);
     }
@@ -231,7 +257,39 @@ fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 }
 
 fn cancelledM(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return py.boolean(py.cast(Handle, self.?).cancelled);
+    return underLock(py.cast(Handle, self.?), cancelledNow);
+}
+
+fn cancelledNow(h: *Handle) ?*Obj {
+    return py.boolean(h.cancelled);
+}
+
+/// Makes `h` a 3.14 thread-safe handle (see `Handle.lock`).
+pub fn addLock(h: *Handle) bool {
+    h.lock = c.PyObject_CallNoArgs(state.get().rlock_type) orelse return false;
+    return true;
+}
+
+/// Acquires a thread-safe handle's lock before its callback runs; the
+/// result is what to pass to `unlockAfterRun` (null: nothing to release).
+pub fn lockForRun(h: *Handle) error{Failed}!?*Obj {
+    const lock = py.newref(h.lock orelse return null);
+    const r = py.callMethod(lock, state.get().str_acquire, .{}) orelse {
+        py.decref(lock);
+        return error.Failed;
+    };
+    py.decref(r);
+    return lock;
+}
+
+/// Releases (and drops) what `lockForRun` took, keeping any exception that
+/// is pending (a KeyboardInterrupt on its way out of the loop).
+pub fn unlockAfterRun(lock: ?*Obj) void {
+    const l = lock orelse return;
+    defer py.decref(l);
+    const pending = if (c.PyErr_Occurred() != null) py.fetchException() else null;
+    if (py.callMethod(l, state.get().str_release, .{})) |r| py.decref(r) else c.PyErr_WriteUnraisable(l);
+    if (pending) |exc| py.restoreException(exc);
 }
 
 fn getContext(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
