@@ -307,10 +307,11 @@ def python_task_classes(monkeypatch):
     from asyncio import futures, tasks
 
     swaps = [(tasks, "Task", "_PyTask"), (futures, "Future", "_PyFuture"),
-             (tasks, "current_task", "_py_current_task")]
-    if hasattr(tasks, "_py_all_tasks"):  # 3.14: all_tasks() is C
-        swaps.append((tasks, "all_tasks", "_py_all_tasks"))
+             (tasks, "current_task", "_py_current_task"),  # C from 3.12
+             (tasks, "all_tasks", "_py_all_tasks")]  # C from 3.14
     for module, name, py_name in swaps:
+        if not hasattr(module, py_name):
+            continue  # only the pure-Python function exists on this Python
         monkeypatch.setattr(module, name, getattr(module, py_name))
         monkeypatch.setattr(asyncio, name, getattr(module, py_name))
     return tasks._PyTask, futures._PyFuture
