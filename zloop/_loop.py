@@ -26,7 +26,7 @@ from ._zloop import LoopCore, _install
 
 # The modules, not their classes: the loop makes whatever futures.Future and
 # tasks.Task are when it is called, as asyncio's does.
-_install(_handles.handle_repr, futures, tasks, threading.RLock)
+_install(_handles.handle_repr, futures, tasks)
 
 logger = logging.getLogger("asyncio")
 

@@ -45,6 +45,10 @@ pub const Handle = struct {
     /// Set while the callback executes, so a cancel() from inside it does
     /// not free the callable out from under the running call.
     running: bool,
+    /// From call_soon_threadsafe on 3.14+, asyncio's `_ThreadSafeHandle`:
+    /// from another thread, cancel() and cancelled() wait for a running
+    /// callback to return.
+    threadsafe: bool,
     /// Positional arguments when there are more than `inline_args`.
     args_tuple: ?*Obj,
     context: ?*Obj,
@@ -52,11 +56,14 @@ pub const Handle = struct {
     source_traceback: ?*Obj,
     /// repr() taken at cancel() in debug mode, as asyncio keeps `_repr`.
     repr_cache: ?*Obj,
-    /// A threading.RLock held while the callback runs, for handles from
-    /// call_soon_threadsafe on 3.14+ (asyncio's `_ThreadSafeHandle`): from
-    /// another thread, cancel() and cancelled() wait for a running callback.
-    /// Null for every other handle, so call_soon pays nothing for it.
-    lock: ?*Obj,
+    /// Where other threads wait for the running callback of a thread-safe
+    /// handle (see `threadsafe`): made by the first such thread, opened by
+    /// the runner when the callback is done. Null until someone waits, so
+    /// scheduling and running pay nothing for it.
+    gate: c.PyThread_type_lock,
+    /// The thread running the callback (while `running`), so that a
+    /// cancel() from inside the callback does not wait for itself.
+    runner_thread: c_ulong,
     weakreflist: ?*Obj,
     node: core.Callback,
 };
@@ -117,7 +124,9 @@ pub fn create(
     h.loop = py.newref(loop);
     h.source_traceback = null;
     h.repr_cache = null;
-    h.lock = null;
+    h.threadsafe = false;
+    h.gate = null;
+    h.runner_thread = 0;
     h.weakreflist = null;
     h.node = .{ .run = runNode, .drop = dropNode };
     if (kind == .timer) {
@@ -212,34 +221,60 @@ fn clearSlots(h: *Handle) void {
     py.clear(&h.loop);
     py.clear(&h.source_traceback);
     py.clear(&h.repr_cache);
-    py.clear(&h.lock);
 }
 
 fn dealloc(self: ?*Obj) callconv(.c) void {
     const h = py.cast(Handle, self.?);
     if (h.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     clearSlots(h);
+    // No thread waits at the gate any more: each held a reference to `h`.
+    if (h.gate) |gate| c.PyThread_free_lock(gate);
     c.PyObject_Free(self);
 }
 
-/// Runs `f(h)` holding the handle's lock (a thread-safe handle on 3.14+:
-/// another thread waits here while the callback runs), or just runs it.
-fn underLock(h: *Handle, comptime f: fn (*Handle) ?*Obj) ?*Obj {
-    const lock = py.newref(h.lock orelse return f(h));
-    defer py.decref(lock);
-    const s = state.get();
-    py.decref(py.callMethod(lock, s.str_acquire, .{}) orelse return null);
-    const result = f(h);
-    const released = py.callMethod(lock, s.str_release, .{}) orelse {
-        py.xdecref(result);
-        return null;
-    };
-    py.decref(released);
-    return result;
+/// As asyncio's `_ThreadSafeHandle` (whose RLock the callback holds while
+/// it runs): from a thread other than the one running its callback, wait
+/// until the callback is done. The GIL is released while waiting; all the
+/// state checked here changes only under it.
+fn waitForRunningCallback(h: *Handle) bool {
+    if (!h.threadsafe or !h.running) return true;
+    if (h.runner_thread == c.PyThread_get_thread_ident()) return true;
+    if (h.gate == null) {
+        // The gate starts closed; `openGate` opens it once the callback is done.
+        const gate = c.PyThread_allocate_lock() orelse {
+            _ = c.PyErr_NoMemory();
+            return false;
+        };
+        _ = c.PyThread_acquire_lock(gate, c.WAIT_LOCK);
+        h.gate = gate;
+    }
+    const gate = h.gate;
+    const saved = c.PyEval_SaveThread();
+    _ = c.PyThread_acquire_lock(gate, c.WAIT_LOCK);
+    c.PyThread_release_lock(gate); // open again for the next waiter
+    c.PyEval_RestoreThread(saved);
+    return true;
+}
+
+/// Marks a callback as running in this thread (for `waitForRunningCallback`).
+pub fn startRun(h: *Handle) void {
+    h.running = true;
+    if (h.threadsafe) h.runner_thread = c.PyThread_get_thread_ident();
+}
+
+/// Lets the threads waiting for a thread-safe handle's callback go on.
+pub fn openGate(h: *Handle) void {
+    const gate = h.gate orelse return;
+    // Closed as its first waiter made it; open after an earlier run (a
+    // second `_run()` by hand). Either way it is left open.
+    _ = c.PyThread_acquire_lock(gate, c.NOWAIT_LOCK);
+    c.PyThread_release_lock(gate);
 }
 
 fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return underLock(py.cast(Handle, self.?), cancelNow);
+    const h = py.cast(Handle, self.?);
+    if (!waitForRunningCallback(h)) return null;
+    return cancelNow(h);
 }
 
 fn cancelNow(h: *Handle) ?*Obj {
@@ -257,39 +292,9 @@ fn cancelNow(h: *Handle) ?*Obj {
 }
 
 fn cancelledM(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return underLock(py.cast(Handle, self.?), cancelledNow);
-}
-
-fn cancelledNow(h: *Handle) ?*Obj {
+    const h = py.cast(Handle, self.?);
+    if (!waitForRunningCallback(h)) return null;
     return py.boolean(h.cancelled);
-}
-
-/// Makes `h` a 3.14 thread-safe handle (see `Handle.lock`).
-pub fn addLock(h: *Handle) bool {
-    h.lock = c.PyObject_CallNoArgs(state.get().rlock_type) orelse return false;
-    return true;
-}
-
-/// Acquires a thread-safe handle's lock before its callback runs; the
-/// result is what to pass to `unlockAfterRun` (null: nothing to release).
-pub fn lockForRun(h: *Handle) error{Failed}!?*Obj {
-    const lock = py.newref(h.lock orelse return null);
-    const r = py.callMethod(lock, state.get().str_acquire, .{}) orelse {
-        py.decref(lock);
-        return error.Failed;
-    };
-    py.decref(r);
-    return lock;
-}
-
-/// Releases (and drops) what `lockForRun` took, keeping any exception that
-/// is pending (a KeyboardInterrupt on its way out of the loop).
-pub fn unlockAfterRun(lock: ?*Obj) void {
-    const l = lock orelse return;
-    defer py.decref(l);
-    const pending = if (c.PyErr_Occurred() != null) py.fetchException() else null;
-    if (py.callMethod(l, state.get().str_release, .{})) |r| py.decref(r) else c.PyErr_WriteUnraisable(l);
-    if (pending) |exc| py.restoreException(exc);
 }
 
 fn getContext(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {

@@ -98,12 +98,11 @@ pub fn isDebug(loop: ?*Obj) bool {
 /// Runs one handle's callback; the one place callbacks are called.
 pub fn runHandle(h: *Handle) core.RunError!void {
     const loop = py.cast(Loop, h.loop.?);
-    // As asyncio's _ThreadSafeHandle._run: the lock spans the callback and
-    // the report of its exception, and a cancel() that came first wins.
-    const lock = handle.lockForRun(h) catch return reportError(loop, h);
-    defer handle.unlockAfterRun(lock);
-    if (lock != null and h.cancelled) return;
-    h.running = true;
+    // Threads waiting in cancel() of a thread-safe handle go on once the
+    // callback and the report of its exception are done, as asyncio's
+    // _ThreadSafeHandle._run holds its lock over both.
+    defer handle.openGate(h);
+    handle.startRun(h);
     const t0 = if (loop.debug) core.sys.monotonic_s() else 0;
     const result = handle.invoke(h);
     h.running = false;
@@ -237,10 +236,7 @@ fn scheduleSoon(
     }
     const rest = a.args[1..a.nargs];
     const h = handle.create(&handle.HandleType, .once, self.?, cb, rest, ctx) orelse return null;
-    if (py.at_least_314 and threadsafe and !handle.addLock(h)) {
-        py.decref(py.obj(h));
-        return null;
-    }
+    h.threadsafe = py.at_least_314 and threadsafe;
     if (loop.debug and !debugTraceback(loop, h)) {
         py.decref(py.obj(h));
         return null;

@@ -20,8 +20,6 @@ pub const State = struct {
     str_create_task_py: *Obj,
     str_future: *Obj,
     str_task: *Obj,
-    str_acquire: *Obj,
-    str_release: *Obj,
     /// ("loop",) and ("loop", "name", "context"): keyword names for
     /// vectorcalls of asyncio.Future and asyncio.Task.
     kw_loop: *Obj,
@@ -33,8 +31,6 @@ pub const State = struct {
     /// current `Future` and `Task` classes are looked up per call.
     futures_dict: ?*Obj = null,
     tasks_dict: ?*Obj = null,
-    /// threading.RLock: the lock of a 3.14 thread-safe handle.
-    rlock_type: ?*Obj = null,
 };
 
 var instance: State = undefined;
@@ -56,8 +52,6 @@ pub fn init() void {
         .str_create_task_py = py.intern("_create_task_py"),
         .str_future = py.intern("Future"),
         .str_task = py.intern("Task"),
-        .str_acquire = py.intern("acquire"),
-        .str_release = py.intern("release"),
         .kw_loop = undefined,
         .kw_task = undefined,
         .kw_context = undefined,
