@@ -141,8 +141,11 @@ class LoopRecorder:
 
 
 RECORDER = LoopRecorder()
+# asyncio's default policy class, whose loop factory the swap replaces (None
+# on a Python without policies: there is then nothing to swap through).
 _DEFAULT_POLICY = _policy.default_policy_class()
-_STOCK_LOOP_CLASS = _DEFAULT_POLICY._loop_factory  # type: ignore[union-attr]
+_STOCK_LOOP_CLASS = (asyncio.new_event_loop if _DEFAULT_POLICY is None
+                     else _DEFAULT_POLICY._loop_factory)
 # Installed at import: a -p plugin is imported before the suite's modules, and
 # so before uvloop or zloop captures asyncio's _set_running_loop.
 RECORDER.install()
@@ -166,7 +169,9 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
         return factory
     # The policy class's factory, not only an instance: set_event_loop_policy(None)
     # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
-    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[union-attr]
+    if _DEFAULT_POLICY is None:
+        raise RuntimeError("asyncio has no event loop policy to swap the loop through")
+    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
     _policy.set_policy(None)
     return factory
 
