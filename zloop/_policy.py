@@ -29,10 +29,3 @@ def set_policy(policy):
         setter = asyncio.set_event_loop_policy
     setter(policy)
 
-
-def get_policy():
-    """``asyncio.get_event_loop_policy()``."""
-    getter = getattr(events, "_get_event_loop_policy", None)
-    if getter is None:
-        getter = asyncio.get_event_loop_policy
-    return getter()
