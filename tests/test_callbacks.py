@@ -208,6 +208,71 @@ def test_call_soon_threadsafe_before_run(loop):
     assert calls == [1]
 
 
+@pytest.mark.skipif(PY < (3, 14), reason="3.14's call_soon_threadsafe handles have a lock")
+@pytest.mark.parametrize("method", ["cancel", "cancelled"])
+def test_threadsafe_handle_waits_for_its_running_callback_from_another_thread(loop, method):
+    # asyncio 3.14's _ThreadSafeHandle: cancel() and cancelled() from another
+    # thread wait until a callback that has started returns, so that "not
+    # cancelled" means "ran to the end". The callback waits a bounded time
+    # for the other thread's call to return: it must not, while the callback
+    # still runs.
+    started = threading.Event()
+    call_returned = threading.Event()
+    seen = []
+
+    def callback():
+        started.set()
+        seen.append(call_returned.wait(0.2))
+
+    def worker(handle):
+        started.wait()
+        seen.append(getattr(handle, method)())
+        call_returned.set()
+        loop.call_soon_threadsafe(loop.stop)
+
+    handle = loop.call_soon_threadsafe(callback)
+    thread = threading.Thread(target=worker, args=(handle,))
+    thread.start()
+    loop.run_forever()
+    thread.join()
+    assert seen == [False, None if method == "cancel" else False]
+
+
+def test_threadsafe_handle_cancelled_from_its_own_callback(loop):
+    # The callback's thread holds the lock: cancelling itself must not wait.
+    seen = []
+
+    def callback():
+        handle.cancel()
+        seen.append(handle.cancelled())
+        loop.stop()
+
+    handle = loop.call_soon_threadsafe(callback)
+    loop.run_forever()
+    assert seen == [True]
+    assert handle.cancelled()
+
+
+def test_threadsafe_handle_cancelled_from_another_thread_before_it_runs(loop):
+    calls = []
+    done = threading.Event()
+
+    def worker():
+        handle = loop.call_soon_threadsafe(calls.append, "ran")
+        handle.cancel()
+        calls.append(handle.cancelled())
+        done.set()
+        loop.call_soon_threadsafe(loop.stop)
+
+    # The loop is busy until the worker has cancelled its handle.
+    loop.call_soon(done.wait)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    loop.run_forever()
+    thread.join()
+    assert calls == [True]
+
+
 # -- handles ---------------------------------------------------------------
 
 

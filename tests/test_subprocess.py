@@ -19,9 +19,25 @@ def _fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+def _multiprocessing_helpers():
+    """Pids of multiprocessing's long-lived helper processes: from 3.14 on,
+    the first process pool (forkserver by default) starts a resource tracker
+    that lives until the interpreter exits, whichever test made the pool."""
+    pids = set()
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    if tracker is not None:
+        pids.add(getattr(tracker._resource_tracker, "_pid", None))
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is not None:
+        pids.add(getattr(forkserver._forkserver, "_forkserver_pid", None))
+    return pids
+
+
 def _children():
-    """Pids of this process's children, zombies included."""
+    """Pids of this process's children, zombies included (multiprocessing's
+    helpers left out)."""
     me = os.getpid()
+    helpers = _multiprocessing_helpers()
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -31,7 +47,7 @@ def _children():
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == me:
+        if int(fields[1]) == me and int(pid) not in helpers:
             found.append(int(pid))
     return found
 

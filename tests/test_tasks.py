@@ -243,3 +243,143 @@ def test_timeout_context_manager(loop):
         return "survived"
 
     assert loop.run_until_complete(main()) == "survived"
+
+
+@pytest.mark.skipif(PY < (3, 14), reason="3.14 passes create_task()'s keywords through")
+@pytest.mark.parametrize("debug", [False, True])
+def test_task_factory_gets_the_keywords_as_given(loop, debug):
+    # 3.14: factory(loop, coro, **kwargs) with exactly the caller's keywords
+    # (none added, name= not set afterwards), from loop.create_task and
+    # asyncio.create_task alike.
+    loop.set_debug(debug)
+    calls = []
+
+    def factory(lp, coro, **kwargs):
+        calls.append(kwargs)
+        return asyncio.Task(coro, loop=lp, **kwargs)
+
+    loop.set_task_factory(factory)
+    ctx = contextvars.copy_context()
+
+    async def noop():
+        pass
+
+    async def main():
+        await asyncio.create_task(noop(), name="n", eager_start=True)
+        await loop.create_task(noop(), context=ctx, eager_start=False)
+        await loop.create_task(coro=noop())
+
+    loop.run_until_complete(main())
+    assert calls[1:] == [{"name": "n", "eager_start": True},
+                         {"context": ctx, "eager_start": False}, {}]
+
+
+@pytest.mark.skipif(PY < (3, 14), reason="3.14 passes create_task()'s keywords through")
+def test_create_task_refuses_an_unknown_keyword_as_task_does(loop):
+    coro = asyncio.sleep(0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        loop.create_task(coro, colour="red")
+    coro.close()
+
+
+@pytest.mark.skipif(PY < (3, 14), reason="create_task(eager_start=) is new in 3.14")
+def test_asyncio_create_task_eager_start_runs_up_to_the_first_await(loop):
+    steps = []
+
+    async def child():
+        steps.append("child started")
+        await asyncio.sleep(0)
+        steps.append("child resumed")
+
+    async def main():
+        task = asyncio.create_task(child(), eager_start=True)
+        steps.append("created")
+        await task
+
+    loop.run_until_complete(main())
+    assert steps == ["child started", "created", "child resumed"]
+
+
+@pytest.fixture
+def python_task_classes(monkeypatch):
+    """asyncio's pure-Python Task and Future swapped in, as CPython's own
+    tests (and programs that want them) do; restored afterwards."""
+    from asyncio import futures, tasks
+
+    swaps = [(tasks, "Task", "_PyTask"), (futures, "Future", "_PyFuture"),
+             (tasks, "current_task", "_py_current_task"),  # C from 3.12
+             (tasks, "all_tasks", "_py_all_tasks")]  # C from 3.14
+    for module, name, py_name in swaps:
+        if not hasattr(module, py_name):
+            continue  # only the pure-Python function exists on this Python
+        monkeypatch.setattr(module, name, getattr(module, py_name))
+        monkeypatch.setattr(asyncio, name, getattr(module, py_name))
+    return tasks._PyTask, futures._PyFuture
+
+
+def test_tasks_and_futures_follow_a_swapped_class(loop, python_task_classes):
+    # The loop makes whatever asyncio.tasks.Task and asyncio.futures.Future
+    # are when it is called, as base_events does.
+    py_task, py_future = python_task_classes
+
+    async def child():
+        await asyncio.sleep(0)
+        return asyncio.current_task()
+
+    async def main():
+        fut = loop.create_future()
+        loop.call_soon(fut.set_result, "done")
+        task = loop.create_task(child())
+        return type(fut), await fut, type(task), await task is task
+
+    assert loop.run_until_complete(main()) == (py_future, "done", py_task, True)
+
+
+@pytest.mark.parametrize("flavour", ["c", "py"])
+def test_all_tasks_from_another_thread_sees_the_loops_tasks(loop, flavour, request):
+    # The C all_tasks() finds C tasks of every thread; with the pure-Python
+    # Task swapped in (as test_free_threading's Py variants do), the
+    # pure-Python all_tasks() finds them.
+    import threading
+
+    from asyncio import tasks
+
+    if flavour == "py":
+        request.getfixturevalue("python_task_classes")
+    all_tasks = tasks.all_tasks
+    seen = []
+
+    async def sleeper():
+        await asyncio.sleep(3600)
+
+    async def main():
+        mine = [loop.create_task(sleeper()) for _ in range(3)]
+        await asyncio.sleep(0)
+        thread = threading.Thread(target=lambda: seen.append(all_tasks(loop)))
+        thread.start()
+        await loop.run_in_executor(None, thread.join)
+        for task in mine:
+            task.cancel()
+        await asyncio.gather(*mine, return_exceptions=True)
+        return set(mine) | {asyncio.current_task()}
+
+    result = loop.run_until_complete(main())
+    assert seen == [result]
+
+
+@pytest.mark.skipif(PY < (3, 14), reason="asyncio.capture_call_graph is new in 3.14")
+def test_capture_call_graph_sees_awaiting_tasks(loop):
+    async def leaf(graphs):
+        graphs.append(asyncio.capture_call_graph())
+
+    async def middle(graphs):
+        await loop.create_task(leaf(graphs), name="leaf")
+
+    async def main():
+        graphs = []
+        await loop.create_task(middle(graphs), name="middle")
+        return graphs[0]
+
+    graph = loop.run_until_complete(main())
+    assert graph.future.get_name() == "leaf"
+    assert [g.future.get_name() for g in graph.awaited_by] == ["middle"]

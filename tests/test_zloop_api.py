@@ -53,9 +53,20 @@ def test_each_new_event_loop_is_distinct(zloop_module):
         b.close()
 
 
+def _policy_api():
+    """asyncio's policy base class, getter and setter, without 3.14's
+    deprecation warnings (asyncio's tests use the same private twins)."""
+    events = asyncio.events
+    if PY >= (3, 14):
+        return (events._AbstractEventLoopPolicy, events._get_event_loop_policy,
+                events._set_event_loop_policy)
+    return (asyncio.AbstractEventLoopPolicy, asyncio.get_event_loop_policy,
+            asyncio.set_event_loop_policy)
+
+
 def test_event_loop_policy_makes_zloop_loops(zloop_module):
     policy = zloop_module.EventLoopPolicy()
-    assert isinstance(policy, asyncio.AbstractEventLoopPolicy)
+    assert isinstance(policy, _policy_api()[0])
     lp = policy.new_event_loop()
     try:
         assert isinstance(lp, zloop_module.Loop)
@@ -109,15 +120,16 @@ def test_run_inside_a_running_loop_raises(zloop_module):
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
-@pytest.mark.skipif(PY >= (3, 14), reason="event loop policies are deprecated from 3.14")
 def test_install_sets_the_policy(zloop_module):
-    old = asyncio.get_event_loop_policy()
+    _, get_policy, set_policy = _policy_api()
+    old = get_policy()
     try:
         with warnings.catch_warnings():
-            # install() may warn that zloop.run() is preferred.
-            warnings.simplefilter("ignore", DeprecationWarning)
+            # 3.14 and 3.15: install() raises no warning of its own (policies
+            # are deprecated there, and install() says so in its docstring).
+            warnings.simplefilter("error")
             zloop_module.install()
-        assert isinstance(asyncio.get_event_loop_policy(), zloop_module.EventLoopPolicy)
+        assert isinstance(get_policy(), zloop_module.EventLoopPolicy)
         lp = asyncio.new_event_loop()
         try:
             assert isinstance(lp, zloop_module.Loop)
@@ -125,7 +137,33 @@ def test_install_sets_the_policy(zloop_module):
             lp.close()
         assert isinstance(asyncio.run(_which_loop()), zloop_module.Loop)
     finally:
-        asyncio.set_event_loop_policy(old)
+        set_policy(old)
+
+
+_USE_ZLOOP = """
+import asyncio, zloop
+
+async def main():
+    loop = asyncio.get_running_loop()
+    loop.call_soon(print, "callback")
+    await asyncio.gather(asyncio.sleep(0), loop.run_in_executor(None, int))
+    await asyncio.create_task(asyncio.sleep(0))
+    return type(loop).__module__
+
+print(zloop.run(main(), debug=True))
+"""
+
+
+def test_importing_and_using_zloop_raises_no_warning(zloop_module):
+    # -W error: a warning from zloop's import or use (3.14 deprecates
+    # asyncio's policy classes and asyncio.iscoroutinefunction) is an error.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-W", "error", "-c", _USE_ZLOOP],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["callback", "zloop._loop"]
 
 
 @pytest.mark.skipif(PY < (3, 12), reason="asyncio.run(loop_factory=) is new in 3.12")
@@ -135,8 +173,12 @@ def test_asyncio_run_with_zloop_factory(zloop_module):
 
 
 def test_public_names(zloop_module):
-    for name in ("new_event_loop", "Loop", "EventLoopPolicy", "run", "install"):
+    names = ["new_event_loop", "Loop", "run"]
+    if zloop_module._policy.default_policy_class() is not None:
+        names += ["EventLoopPolicy", "install"]  # while asyncio has policies
+    for name in names:
         assert hasattr(zloop_module, name), name
+    assert set(names) <= set(zloop_module.__all__)
 
 
 @pytest.mark.parametrize("backend", ["epoll", "io_uring"])

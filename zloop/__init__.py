@@ -6,11 +6,15 @@
 """
 
 import asyncio as _asyncio
+import os as _os
 import sys as _sys
+
+from . import _policy
 
 try:
     from ._loop import Loop
-    from ._zloop import BACKEND, Handle, TimerHandle
+    from ._zloop import BACKEND as _DEFAULT_BACKEND
+    from ._zloop import Handle, TimerHandle
 except ModuleNotFoundError as _exc:
     if _exc.name != "zloop._zloop":
         raise
@@ -22,8 +26,17 @@ except ModuleNotFoundError as _exc:
         "(needs `pip install ziglang`), or `pip install -e .`; "
         "otherwise install zloop: `pip install zloop`.", name=_exc.name) from None
 
-__all__ = ("Loop", "EventLoopPolicy", "new_event_loop", "run", "install", "Handle", "TimerHandle")
+__all__ = ("Loop", "new_event_loop", "run", "Handle", "TimerHandle", "BACKEND")
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # BACKEND: the backend a loop created now asks for. Each loop reads
+    # ZLOOP_BACKEND when it is created, so this does too (a kernel that
+    # refuses io_uring gives such a loop epoll: its `_backend` says which).
+    if name == "BACKEND":
+        return _os.environ.get("ZLOOP_BACKEND") or _DEFAULT_BACKEND
+    raise AttributeError(f"module 'zloop' has no attribute {name!r}")
 
 
 def new_event_loop():
@@ -44,9 +57,13 @@ def run(main, *, debug=None, **run_kwargs):
         return runner.run(main)
 
 
-if hasattr(_asyncio, "DefaultEventLoopPolicy"):
+_DefaultPolicy = _policy.default_policy_class()
 
-    class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
+if _DefaultPolicy is not None:
+    # Policies exist up to 3.15 (deprecated from 3.14, removed in 3.16): so
+    # do EventLoopPolicy and install(), reached without asyncio's warning.
+
+    class EventLoopPolicy(_DefaultPolicy):
         """An event loop policy whose loops are zloop loops."""
 
         def _loop_factory(self):
@@ -56,5 +73,12 @@ if hasattr(_asyncio, "DefaultEventLoopPolicy"):
             return f"<{type(self).__name__}>"
 
     def install():
-        """Make zloop the default loop through asyncio's policy."""
-        _asyncio.set_event_loop_policy(EventLoopPolicy())
+        """Make zloop the default loop through asyncio's policy.
+
+        asyncio deprecates policies from 3.14 and removes them in 3.16, and
+        install() with them: prefer ``zloop.run(main())`` or
+        ``asyncio.run(main(), loop_factory=zloop.new_event_loop)``.
+        """
+        _policy.set_policy(EventLoopPolicy())
+
+    __all__ += ("EventLoopPolicy", "install")

@@ -9,6 +9,7 @@ handling and debug-mode support, each with stock asyncio's semantics.
 import asyncio
 import concurrent.futures
 import errno
+import inspect
 import logging
 import os
 import signal
@@ -23,13 +24,19 @@ from asyncio import coroutines, events, format_helpers, futures, tasks
 from . import _handles, _net, _udp, _unix
 from ._zloop import LoopCore, _install
 
-_install(_handles.handle_repr, futures.Future, tasks.Task)
+# The modules, not their classes: the loop makes whatever futures.Future and
+# tasks.Task are when it is called, as asyncio's does.
+_install(_handles.handle_repr, futures, tasks)
 
 logger = logging.getLogger("asyncio")
 
 # Depth of coroutine origin tracking in debug mode, as asyncio's constant.
 _DEBUG_STACK_DEPTH = 10
-_HAS_TASK_NAME_HELPER = hasattr(tasks, "_set_task_name")
+# asyncio's own check for coroutine functions: 3.14 deprecates the public
+# name (for removal in 3.16) and keeps a private one that does not warn.
+_iscoroutinefunction = getattr(coroutines, "_iscoroutinefunction", None) or getattr(
+    coroutines, "iscoroutinefunction", inspect.iscoroutinefunction
+)
 
 
 def _fileobj_to_fd(fileobj):
@@ -256,7 +263,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
             )
 
     def _check_callback(self, callback, method):
-        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+        if coroutines.iscoroutine(callback) or _iscoroutinefunction(callback):
             raise TypeError(f"coroutines cannot be used with {method}()")
         if not callable(callback):
             raise TypeError(
@@ -361,23 +368,38 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
     # ---------------------------------------------------- futures, tasks
 
     # create_future() and create_task() are native (LoopCore); debug mode
-    # comes back here so the task's source traceback is trimmed as asyncio's.
+    # (and on 3.14 an unusual call) comes back here, so that the task's
+    # source traceback is trimmed and bad arguments are refused as asyncio's.
 
-    def _create_task_debug(self, coro, *, name=None, context=None):
-        self._check_closed()
-        factory = self._task_factory
-        if factory is None:
-            task = tasks.Task(coro, loop=self, name=name, context=context)
+    if sys.version_info >= (3, 14):
+
+        def _create_task_py(self, coro, **kwargs):
+            self._check_closed()
+            factory = self._task_factory
+            if factory is not None:
+                return factory(self, coro, **kwargs)
+            task = tasks.Task(coro, loop=self, **kwargs)
             if task._source_traceback:
                 del task._source_traceback[-1]
-        else:
-            if context is None:
-                task = factory(self, coro)
+            return task
+
+    else:
+
+        def _create_task_py(self, coro, *, name=None, context=None):
+            self._check_closed()
+            factory = self._task_factory
+            if factory is None:
+                task = tasks.Task(coro, loop=self, name=name, context=context)
+                if task._source_traceback:
+                    del task._source_traceback[-1]
             else:
-                task = factory(self, coro, context=context)
-            if name is not None:
-                task.set_name(name)
-        return task
+                if context is None:
+                    task = factory(self, coro)
+                else:
+                    task = factory(self, coro, context=context)
+                if name is not None:
+                    task.set_name(name)
+            return task
 
     def set_task_factory(self, factory):
         if factory is not None and not callable(factory):
@@ -584,7 +606,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
 
     def add_signal_handler(self, sig, callback, *args):
         """Run callback(*args) from the loop when signal ``sig`` arrives."""
-        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+        if coroutines.iscoroutine(callback) or _iscoroutinefunction(callback):
             raise TypeError("coroutines cannot be used with add_signal_handler()")
         self._check_signal(sig)
         self._check_closed()

@@ -46,6 +46,8 @@ from typing import Any, Callable
 
 import pytest
 
+from zloop import _policy
+
 LOOP_NAMES = ("asyncio", "uvloop", "zloop")
 BACKEND_NAMES = ("epoll", "io_uring")
 
@@ -142,7 +144,11 @@ class LoopRecorder:
 
 
 RECORDER = LoopRecorder()
-_STOCK_LOOP_CLASS = asyncio.DefaultEventLoopPolicy._loop_factory  # type: ignore[attr-defined]
+# asyncio's default policy class, whose loop factory the swap replaces (None
+# on a Python without policies: there is then nothing to swap through).
+_DEFAULT_POLICY = _policy.default_policy_class()
+_STOCK_LOOP_CLASS = (asyncio.new_event_loop if _DEFAULT_POLICY is None
+                     else _DEFAULT_POLICY._loop_factory)
 # Installed at import: a -p plugin is imported before the suite's modules, and
 # so before uvloop or zloop captures asyncio's _set_running_loop.
 RECORDER.install()
@@ -166,8 +172,10 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
         return factory
     # The policy class's factory, not only an instance: set_event_loop_policy(None)
     # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
-    asyncio.DefaultEventLoopPolicy._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
-    asyncio.set_event_loop_policy(None)
+    if _DEFAULT_POLICY is None:
+        raise RuntimeError("asyncio has no event loop policy to swap the loop through")
+    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
+    _policy.set_policy(None)
     return factory
 
 

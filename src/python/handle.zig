@@ -45,6 +45,10 @@ pub const Handle = struct {
     /// Set while the callback executes, so a cancel() from inside it does
     /// not free the callable out from under the running call.
     running: bool,
+    /// From call_soon_threadsafe on 3.14+, asyncio's `_ThreadSafeHandle`:
+    /// from another thread, cancel() and cancelled() wait for a running
+    /// callback to return.
+    threadsafe: bool,
     /// Positional arguments when there are more than `inline_args`.
     args_tuple: ?*Obj,
     context: ?*Obj,
@@ -52,6 +56,14 @@ pub const Handle = struct {
     source_traceback: ?*Obj,
     /// repr() taken at cancel() in debug mode, as asyncio keeps `_repr`.
     repr_cache: ?*Obj,
+    /// Where other threads wait for the running callback of a thread-safe
+    /// handle (see `threadsafe`): made by the first such thread, opened by
+    /// the runner when the callback is done. Null until someone waits, so
+    /// scheduling and running pay nothing for it.
+    gate: c.PyThread_type_lock,
+    /// The thread running the callback (while `running`), so that a
+    /// cancel() from inside the callback does not wait for itself.
+    runner_thread: c_ulong,
     weakreflist: ?*Obj,
     node: core.Callback,
 };
@@ -112,6 +124,9 @@ pub fn create(
     h.loop = py.newref(loop);
     h.source_traceback = null;
     h.repr_cache = null;
+    h.threadsafe = false;
+    h.gate = null;
+    h.runner_thread = 0;
     h.weakreflist = null;
     h.node = .{ .run = runNode, .drop = dropNode };
     if (kind == .timer) {
@@ -212,18 +227,64 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     const h = py.cast(Handle, self.?);
     if (h.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     clearSlots(h);
+    // No thread waits at the gate any more: each held a reference to `h`.
+    if (h.gate) |gate| c.PyThread_free_lock(gate);
     c.PyObject_Free(self);
+}
+
+/// As asyncio's `_ThreadSafeHandle` (whose RLock the callback holds while
+/// it runs): from a thread other than the one running its callback, wait
+/// until the callback is done. The GIL is released while waiting; all the
+/// state checked here changes only under it.
+fn waitForRunningCallback(h: *Handle) bool {
+    if (!h.threadsafe or !h.running) return true;
+    if (h.runner_thread == c.PyThread_get_thread_ident()) return true;
+    if (h.gate == null) {
+        // The gate starts closed; `openGate` opens it once the callback is done.
+        const gate = c.PyThread_allocate_lock() orelse {
+            _ = c.PyErr_NoMemory();
+            return false;
+        };
+        _ = c.PyThread_acquire_lock(gate, c.WAIT_LOCK);
+        h.gate = gate;
+    }
+    const gate = h.gate;
+    const saved = c.PyEval_SaveThread();
+    _ = c.PyThread_acquire_lock(gate, c.WAIT_LOCK);
+    c.PyThread_release_lock(gate); // open again for the next waiter
+    c.PyEval_RestoreThread(saved);
+    return true;
+}
+
+/// Marks a callback as running in this thread (for `waitForRunningCallback`).
+pub fn startRun(h: *Handle) void {
+    h.running = true;
+    if (h.threadsafe) h.runner_thread = c.PyThread_get_thread_ident();
+}
+
+/// Lets the threads waiting for a thread-safe handle's callback go on.
+pub fn openGate(h: *Handle) void {
+    const gate = h.gate orelse return;
+    // Closed as its first waiter made it; open after an earlier run (a
+    // second `_run()` by hand). Either way it is left open.
+    _ = c.PyThread_acquire_lock(gate, c.NOWAIT_LOCK);
+    c.PyThread_release_lock(gate);
 }
 
 fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const h = py.cast(Handle, self.?);
+    if (!waitForRunningCallback(h)) return null;
+    return cancelNow(h);
+}
+
+fn cancelNow(h: *Handle) ?*Obj {
     if (!h.cancelled) {
         h.cancelled = true;
         if (h.kind == .timer) loop_mod.timerCancelled(@fieldParentPtr("base", h));
         // As asyncio: drop the callback at once so that cycles through it
         // are broken; debug mode first keeps its text for repr() and logs.
         if (loop_mod.isDebug(h.loop) and h.repr_cache == null) {
-            h.repr_cache = repr(self) orelse return null;
+            h.repr_cache = repr(py.obj(h)) orelse return null;
         }
         if (!h.running) releaseCallback(h);
     }
@@ -231,7 +292,9 @@ fn cancel(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 }
 
 fn cancelledM(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return py.boolean(py.cast(Handle, self.?).cancelled);
+    const h = py.cast(Handle, self.?);
+    if (!waitForRunningCallback(h)) return null;
+    return py.boolean(h.cancelled);
 }
 
 fn getContext(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {

@@ -98,7 +98,11 @@ pub fn isDebug(loop: ?*Obj) bool {
 /// Runs one handle's callback; the one place callbacks are called.
 pub fn runHandle(h: *Handle) core.RunError!void {
     const loop = py.cast(Loop, h.loop.?);
-    h.running = true;
+    // Threads waiting in cancel() of a thread-safe handle go on once the
+    // callback and the report of its exception are done, as asyncio's
+    // _ThreadSafeHandle._run holds its lock over both.
+    defer handle.openGate(h);
+    handle.startRun(h);
     // Timed only if debug was on when it started, as asyncio's _run_once:
     // a callback that turns debug on has no start time to measure from.
     const timed = loop.debug;
@@ -235,6 +239,7 @@ fn scheduleSoon(
     }
     const rest = a.args[1..a.nargs];
     const h = handle.create(&handle.HandleType, .once, self.?, cb, rest, ctx) orelse return null;
+    h.threadsafe = py.at_least_314 and threadsafe;
     if (loop.debug and !debugTraceback(loop, h)) {
         py.decref(py.obj(h));
         return null;
@@ -357,25 +362,87 @@ fn getDebug(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 
 // ---------------------------------------------------------- futures, tasks
 
-/// `create_future()`: asyncio.Future(loop=self), called without a Python
-/// frame in between.
+/// `create_future()`: asyncio's current `futures.Future(loop=self)`, called
+/// without a Python frame in between.
 fn createFuture(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const s = state.get();
+    const future_type = state.futureType() orelse return null;
+    defer py.decref(future_type);
     const argv = [_]?*Obj{ null, self };
-    return c.PyObject_Vectorcall(s.future_type, @ptrCast(&argv[1]), 0 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_loop);
+    return c.PyObject_Vectorcall(future_type, @ptrCast(&argv[1]), 0 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_loop);
 }
 
-/// `create_task(coro, *, name=None, context=None)` as asyncio's: a task
-/// factory if one is set, else asyncio.Task. Debug mode takes the Python
-/// path, which trims the task's source traceback as asyncio does.
+/// `create_task()` as asyncio's of the running Python: through the task
+/// factory if one is set, else asyncio's current `tasks.Task`. Debug mode
+/// takes the Python path, which trims the task's source traceback as
+/// asyncio does.
 fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    const s = state.get();
-    if (loop.debug) {
-        const slow = c.PyObject_GetAttr(self, s.str_create_task_debug) orelse return null;
-        defer py.decref(slow);
-        return c.PyObject_Vectorcall(slow, args, @intCast(nargs), kwnames);
+    if (loop.debug) return createTaskInPython(self.?, args, nargs, kwnames);
+    if (py.at_least_314) return createTaskKw(loop, args, nargs, kwnames);
+    return createTaskNamed(loop, args, nargs, kwnames);
+}
+
+fn createTaskInPython(self: *Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) ?*Obj {
+    const slow = c.PyObject_GetAttr(self, state.get().str_create_task_py) orelse return null;
+    defer py.decref(slow);
+    return c.PyObject_Vectorcall(slow, args, @intCast(nargs), kwnames);
+}
+
+/// Keyword arguments passed through on 3.14 without the Python path.
+const max_task_kwargs = 6;
+
+/// 3.14's `create_task(coro, **kwargs)`: the keywords (name=, context=,
+/// eager_start=, ...) go as given to `factory(loop, coro, **kwargs)` or to
+/// `Task(coro, loop=loop, **kwargs)`, which checks them. Unusual calls
+/// (coro by keyword, many keywords, a wrong count) take the Python path,
+/// whose signature raises asyncio's errors.
+fn createTaskKw(loop: *Loop, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) ?*Obj {
+    const self = py.obj(loop);
+    const nkw: usize = if (kwnames) |names| @intCast(c.PyTuple_Size(names)) else 0;
+    if (nargs != 1 or nkw > max_task_kwargs) return createTaskInPython(self, args, nargs, kwnames);
+    if (!checkClosed(loop)) return null;
+    // Slot 0 is scratch (PY_VECTORCALL_ARGUMENTS_OFFSET); the keyword values
+    // follow the two positional arguments.
+    var argv: [3 + max_task_kwargs]?*Obj = undefined;
+    argv[0] = null;
+    for (0..nkw) |i| argv[3 + i] = args[1 + i];
+    const call_nargs = 2 | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
+    if (loop.task_factory) |factory| {
+        argv[1] = self;
+        argv[2] = args[0];
+        return c.PyObject_Vectorcall(factory, @ptrCast(&argv[1]), call_nargs, kwnames);
     }
+    const task_type = state.taskType() orelse return null;
+    defer py.decref(task_type);
+    // Task(coro, loop, **kwargs): `loop` is passed by keyword, as
+    // base_events does, so its keyword names are ("loop",) + kwnames.
+    argv[1] = args[0];
+    argv[2] = self;
+    if (nkw == 0) {
+        return c.PyObject_Vectorcall(task_type, @ptrCast(&argv[1]), 1 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, state.get().kw_loop);
+    }
+    const names = withLoopFirst(kwnames.?, nkw) orelse return null;
+    defer py.decref(names);
+    return c.PyObject_Vectorcall(task_type, @ptrCast(&argv[1]), 1 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, names);
+}
+
+/// ("loop",) + kwnames: a new tuple.
+fn withLoopFirst(kwnames: *Obj, nkw: usize) ?*Obj {
+    const names = c.PyTuple_New(@intCast(nkw + 1)) orelse return null;
+    _ = c.PyTuple_SetItem(names, 0, py.newref(state.get().str_loop));
+    for (0..nkw) |i| {
+        const key = c.PyTuple_GetItem(kwnames, @intCast(i)) orelse unreachable;
+        _ = c.PyTuple_SetItem(names, @intCast(i + 1), py.newref(key));
+    }
+    return names;
+}
+
+/// 3.11-3.13's `create_task(coro, *, name=None, context=None)`: a factory
+/// gets `(loop, coro)` (and `context=` when given), then `set_name(name)`.
+fn createTaskNamed(loop: *Loop, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) ?*Obj {
+    const self = py.obj(loop);
+    const s = state.get();
     if (nargs > 1) return py.raise(c.PyExc_TypeError, "create_task() takes 1 positional argument");
     var coro_arg: ?*Obj = if (nargs == 1) args[0].? else null;
     var name: *Obj = py.none();
@@ -402,8 +469,10 @@ fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Ob
     const coro = coro_arg orelse return py.raise(c.PyExc_TypeError, "create_task() missing 1 required positional argument: 'coro'");
     if (!checkClosed(loop)) return null;
     const factory = loop.task_factory orelse {
+        const task_type = state.taskType() orelse return null;
+        defer py.decref(task_type);
         const argv = [_]?*Obj{ null, coro, self, name, context };
-        return c.PyObject_Vectorcall(s.task_type, @ptrCast(&argv[1]), 1 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_task);
+        return c.PyObject_Vectorcall(task_type, @ptrCast(&argv[1]), 1 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, s.kw_task);
     };
     const task = if (context == py.none()) blk: {
         const argv = [_]?*Obj{ null, self, coro };
@@ -422,6 +491,12 @@ fn createTask(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Ob
     }
     return t;
 }
+
+const create_task_doc = (if (py.at_least_314)
+    "create_task($self, coro, **kwargs)"
+else
+    "create_task($self, coro, *, name=None, context=None)") ++
+    "\n--\n\nSchedule a coroutine as a task (through the task factory if set).";
 
 fn getTaskFactory(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return py.newref(py.cast(Loop, self.?).task_factory orelse py.none());
@@ -1023,7 +1098,7 @@ var methods = [_]c.PyMethodDef{
     py.methodFast("call_at", callAt, "call_at($self, when, callback, *args, context=None)\n--\n\nSchedule callback(*args) at loop time `when`."),
     py.methodNoArgs("time", time, "time($self, /)\n--\n\nThe loop's monotonic clock, in seconds."),
     py.methodNoArgs("create_future", createFuture, "create_future($self, /)\n--\n\nA new asyncio.Future attached to this loop."),
-    py.methodFast("create_task", createTask, "create_task($self, coro, *, name=None, context=None)\n--\n\nSchedule a coroutine as a task (through the task factory if set)."),
+    py.methodFast("create_task", createTask, create_task_doc),
     py.methodNoArgs("stop", stop, "stop($self, /)\n--\n\nStop after the current pass."),
     py.methodNoArgs("is_closed", isClosed, "is_closed($self, /)\n--\n\nTrue once close() was called."),
     py.methodNoArgs("is_running", isRunning, "is_running($self, /)\n--\n\nTrue while run_forever() runs."),

@@ -13,17 +13,21 @@ const core = @import("core");
 const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
 
-/// `_install(handle_repr, Future, Task)`: the Python side hands over its
-/// cold-path helpers and asyncio's classes once, at import.
+/// `_install(handle_repr, futures, tasks)`: the Python side hands over its
+/// cold-path helpers and asyncio's futures and tasks modules (whose current
+/// classes the loop uses), once, at import.
 fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (nargs != 3) return py.raise(c.PyExc_TypeError, "_install(handle_repr, Future, Task)");
+    const usage = "_install(handle_repr, futures, tasks)";
+    if (nargs != 3) return py.raise(c.PyExc_TypeError, usage);
+    const futures_dict = c.PyModule_GetDict(args[1].?) orelse return null;
+    const tasks_dict = c.PyModule_GetDict(args[2].?) orelse return null;
     const s = state.get();
     py.xdecref(s.handle_repr);
-    py.xdecref(s.future_type);
-    py.xdecref(s.task_type);
+    py.xdecref(s.futures_dict);
+    py.xdecref(s.tasks_dict);
     s.handle_repr = py.newref(args[0].?);
-    s.future_type = py.newref(args[1].?);
-    s.task_type = py.newref(args[2].?);
+    s.futures_dict = py.newref(futures_dict);
+    s.tasks_dict = py.newref(tasks_dict);
     return py.newref(py.none());
 }
 

@@ -5,6 +5,10 @@ const std = @import("std");
 pub const c = @import("c");
 
 pub const Obj = c.PyObject;
+
+/// Built for CPython 3.14 or later (the extension is built per interpreter):
+/// where asyncio's behaviour changed in 3.14, the native side follows it.
+pub const at_least_314 = c.PY_VERSION_HEX >= 0x030E0000;
 pub const Ssize = c.Py_ssize_t;
 
 pub inline fn incref(o: *Obj) void {

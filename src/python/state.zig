@@ -17,7 +17,9 @@ pub const State = struct {
     str_name: *Obj,
     str_loop: *Obj,
     str_set_name: *Obj,
-    str_create_task_debug: *Obj,
+    str_create_task_py: *Obj,
+    str_future: *Obj,
+    str_task: *Obj,
     /// ("loop",) and ("loop", "name", "context"): keyword names for
     /// vectorcalls of asyncio.Future and asyncio.Task.
     kw_loop: *Obj,
@@ -25,9 +27,10 @@ pub const State = struct {
     kw_context: *Obj,
     /// zloop._handles.handle_repr, installed by `_zloop._install`.
     handle_repr: ?*Obj = null,
-    /// asyncio.Future and asyncio.Task (the C-accelerated classes).
-    future_type: ?*Obj = null,
-    task_type: ?*Obj = null,
+    /// The namespaces of asyncio.futures and asyncio.tasks, where the
+    /// current `Future` and `Task` classes are looked up per call.
+    futures_dict: ?*Obj = null,
+    tasks_dict: ?*Obj = null,
 };
 
 var instance: State = undefined;
@@ -46,7 +49,9 @@ pub fn init() void {
         .str_name = py.intern("name"),
         .str_loop = py.intern("loop"),
         .str_set_name = py.intern("set_name"),
-        .str_create_task_debug = py.intern("_create_task_debug"),
+        .str_create_task_py = py.intern("_create_task_py"),
+        .str_future = py.intern("Future"),
+        .str_task = py.intern("Task"),
         .kw_loop = undefined,
         .kw_task = undefined,
         .kw_context = undefined,
@@ -58,4 +63,24 @@ pub fn init() void {
 
 pub inline fn get() *State {
     return &instance;
+}
+
+/// asyncio's current `futures.Future` (a new reference), looked up per call
+/// as base_events does: a program, or CPython's own tests, may swap in the
+/// pure-Python class, and zloop's futures must follow.
+pub fn futureType() ?*Obj {
+    return lookup(instance.futures_dict.?, instance.str_future);
+}
+
+/// asyncio's current `tasks.Task` (a new reference); see `futureType`.
+pub fn taskType() ?*Obj {
+    return lookup(instance.tasks_dict.?, instance.str_task);
+}
+
+fn lookup(dict: *Obj, name: *Obj) ?*Obj {
+    const found = py.c.PyDict_GetItemWithError(dict, name) orelse {
+        if (py.c.PyErr_Occurred() == null) _ = py.c.PyErr_SetObject(py.c.PyExc_AttributeError, name);
+        return null;
+    };
+    return py.newref(found);
 }
