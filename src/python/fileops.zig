@@ -67,7 +67,8 @@ fn pathStat(_: ?*Obj, path: ?*Obj) callconv(.c) ?*Obj {
     var st: linux.Statx = undefined;
     // statx (Linux 4.11): the one stat call std offers for every arch.
     const ts = c.PyEval_SaveThread();
-    const rc = linux.statx(linux.AT.FDCWD, name, 0, .{ .TYPE = true, .MODE = true, .INO = true }, &st);
+    const mask: linux.STATX = .{ .TYPE = true, .MODE = true, .INO = true };
+    const rc = linux.statx(linux.AT.FDCWD, name, 0, mask, &st);
     c.PyEval_RestoreThread(ts);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
