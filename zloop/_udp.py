@@ -9,13 +9,11 @@ what the socket refuses; readiness receives straight into a ``bytes``.
 """
 
 import logging
-import os
 import socket
-import stat
 import sys
 from asyncio import futures, transports, trsock
 
-from ._net import _SocketOwner
+from ._net import _SocketOwner, _remove_stale_unix_socket
 from ._zloop import DatagramTransportCore
 
 logger = logging.getLogger("asyncio")
@@ -144,19 +142,6 @@ def _set_reuseport(sock):
         raise ValueError(
             "reuse_port not supported by socket module, SO_REUSEPORT defined but not implemented."
         ) from None
-
-
-def _remove_stale_unix_socket(path):
-    if not path or path[0] in (0, "\x00"):
-        return
-    try:
-        if stat.S_ISSOCK(os.stat(path).st_mode):
-            os.remove(path)
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        # The directory may allow creating the socket but not stat-ing it.
-        logger.error("Unable to check or remove stale UNIX socket %r: %r", path, err)
 
 
 class DatagramMixin:

@@ -12,6 +12,7 @@ const sockcall = @import("sockcall.zig");
 const core = @import("core");
 const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
+const fileops = @import("fileops.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
 /// cold-path helpers and asyncio's futures and tasks modules (whose current
@@ -54,7 +55,7 @@ export fn PyInit__zloop() ?*Obj {
         py.decref(m);
         return null;
     }
-    if (!datagram.initTypes(m) or !accept.initTypes(m)) {
+    if (!datagram.initTypes(m) or !accept.initTypes(m) or !fileops.initFunctions(m)) {
         py.decref(m);
         return null;
     }

@@ -118,8 +118,20 @@ pub fn raise(exc_type: [*c]Obj, msg: [*:0]const u8) ?*Obj {
 /// does in Python) for a failed syscall.
 pub fn raiseErrno(errno: u16) ?*Obj {
     const e: c_int = errno;
-    const msg = c.strerror(e);
-    const args = c.Py_BuildValue("(is)", e, msg) orelse return null;
+    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
+    return raiseOSError(args);
+}
+
+/// `raiseErrno` for a syscall on the file `path`, which the exception
+/// carries as its `filename`, as `os.stat(path)`'s does.
+pub fn raiseErrnoPath(errno: u16, path: *Obj) ?*Obj {
+    const e: c_int = errno;
+    const args = c.Py_BuildValue("(isO)", e, c.strerror(e), path) orelse return null;
+    return raiseOSError(args);
+}
+
+/// Sets `OSError(*args)` (consuming `args`), the subclass its errno picks.
+fn raiseOSError(args: *Obj) ?*Obj {
     defer decref(args);
     const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
     defer decref(exc);
