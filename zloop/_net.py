@@ -26,7 +26,7 @@ from . import _flow, _sendfile, _tls
 from ._zloop import (
     AcceptorCore,
     SocketTransportCore,
-    _path_stat,
+    _path_stat as _native_path_stat,
     _sock_recv_into_ready,
     _unlink,
 )
@@ -428,6 +428,18 @@ def _discard_attempt(task):
 # st_ino)) and _unlink (os.unlink): the loop's own, as asyncio's are, which
 # tools that patch os to find blocking calls in user code (blockbuster)
 # allow by naming asyncio's files (fileops.zig).
+
+
+def _path_stat(path):
+    """(st_mode, st_ino) of ``path``: natively through statx, or through
+    os.stat on a kernel older than statx (Linux 4.11)."""
+    try:
+        return _native_path_stat(path)
+    except OSError as err:
+        if err.errno != errno.ENOSYS:
+            raise
+    st = os.stat(path)
+    return st.st_mode, st.st_ino
 
 
 def _socket_file_inode(path):
