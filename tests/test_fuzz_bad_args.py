@@ -742,11 +742,6 @@ def _run_server_case(make_loop, case, tmp):
 _TRANSPORT_KNOWN = {
     ("pipe", "write", 0, bad) for bad, _ in _BAD if bad not in ("bytes", "released view", "bytes buffer")
 } | {("udp", "sendto", None, state) for state in ("after close", "after abort")}
-if PY >= (3, 13):
-    # sendto() of a released memoryview raises ValueError at the call;
-    # asyncio 3.13+ (which sends empty datagrams, so no longer asks the
-    # view's length first) fails the transport with it instead.
-    _TRANSPORT_KNOWN.add(("udp", "sendto", 0, "released view"))
 if PY >= (3, 12):
     # zloop's write() copies what it cannot send at once (asyncio 3.12+
     # keeps the caller's buffer and sends what it holds later), and

@@ -380,3 +380,27 @@ def test_server_close_clients_exists_where_asyncio_has_it(loop):
         return hasattr(server, "close_clients"), hasattr(server, "abort_clients")
 
     assert loop.run_until_complete(main()) == ((PY >= (3, 13),) * 2)
+
+
+def test_sendto_of_a_released_memoryview(loop):
+    # Up to 3.12 `if not data` raises at the call; 3.13+ meets the error
+    # sending and fails the transport (its exception handler, closed).
+    seen = []
+    loop.set_exception_handler(lambda _l, ctx: seen.append(type(ctx.get("exception"))))
+
+    async def main():
+        t, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+        view = memoryview(b"x")
+        view.release()
+        try:
+            t.sendto(view, t.get_extra_info("sockname"))
+            raised = None
+        except ValueError:
+            raised = ValueError
+        await yield_passes(2)
+        closing = t.is_closing()
+        t.close()
+        return raised, seen, closing
+
+    want = (ValueError, [], False) if PY < (3, 13) else (None, [ValueError], True)
+    assert loop.run_until_complete(main()) == want
