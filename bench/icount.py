@@ -204,6 +204,7 @@ def count_server(label, make_cmd, connect, exchange, warmup, n):
         subprocess.run(["callgrind_control"] + list(what) + [str(proc.pid)], check=True,
                        capture_output=True, timeout=120)
 
+    failure = None
     try:
         common.wait_port(port, proc, timeout_s=180)
         with connect(port) as sock:
@@ -213,10 +214,20 @@ def count_server(label, make_cmd, connect, exchange, warmup, n):
             control("--dump=n")
             exchange(sock, 3 * n)
             control("--dump=3n")
+    except (RuntimeError, OSError) as exc:
+        failure = exc
     finally:
+        exited = proc.poll()
         common.stop(proc)
         stderr = proc.stderr.read()
         proc.stderr.close()
+    if failure is not None:
+        # What the server said, and whether it was still running: a client
+        # that met another process on a port free_port() handed out sees a
+        # close while the server under test runs on, silent.
+        raise RuntimeError("%s (server %s; its stderr: %s)" % (
+            failure, "running" if exited is None else "exited with %s" % exited,
+            stderr.strip()[-800:] or "empty")) from failure
     dumps = sorted(glob.glob(base + ".*"), key=lambda p: int(p.rsplit(".", 1)[1]))
     if len(dumps) < 2:
         raise RuntimeError("callgrind wrote %d dumps: %s" % (len(dumps), stderr.strip()[-800:]))

@@ -24,12 +24,15 @@ import warnings
 
 import pytest
 
-from _support import PY, no_leaks, rss_bytes  # noqa: F401
+from _support import PY, no_leaks, rss_bytes, run_passes  # noqa: F401
 from conftest import LOOP_NAMES
 
-pytestmark = pytest.mark.skipif(
-    set(LOOP_NAMES) != {"asyncio", "zloop"}, reason="compares both loops"
-)
+pytestmark = [
+    pytest.mark.skipif(set(LOOP_NAMES) != {"asyncio", "zloop"}, reason="compares both loops"),
+    # The whole space takes minutes; pytest-timeout's Failed must not be
+    # taken for a case's outcome.
+    pytest.mark.timeout(900 if os.environ.get("ZLOOP_FUZZ_BAD_ARGS") else 60),
+]
 
 _SAMPLE = 300
 _AWAIT_S = 0.2
@@ -192,9 +195,8 @@ def _settle(loop, value):
         try:
             fut = asyncio.ensure_future(value, loop=loop)
             got = loop.run_until_complete(asyncio.wait_for(fut, _AWAIT_S))
-        except (KeyboardInterrupt, SystemExit):
-            raise
         except BaseException as exc:
+            _reraise_outside(exc)
             if asyncio.iscoroutine(value):
                 value.close()
             return type(exc).__name__
@@ -210,14 +212,21 @@ def _settle(loop, value):
     return "ok"
 
 
-def _call(loop, name, args):
+def _call(loop, name, args, target=None):
+    """`target.name(*args)` (the loop's own method by default), settled."""
     try:
-        result = getattr(loop, name)(*args)
-    except (KeyboardInterrupt, SystemExit):
-        raise
+        result = getattr(loop if target is None else target, name)(*args)
     except BaseException as exc:
+        _reraise_outside(exc)
         return type(exc).__name__
     return _settle(loop, result)
+
+
+def _reraise_outside(exc):
+    """A case's outcome is an Exception or a CancelledError; anything else
+    (KeyboardInterrupt, pytest-timeout's Failed) ends the test."""
+    if not isinstance(exc, (Exception, asyncio.CancelledError)):
+        raise exc
 
 
 def _run_case(make_loop, case):
@@ -312,12 +321,11 @@ _KNOWN = {
 } | {("set_debug", 0, "released view"), ("sock_sendall", 1, "export once")}
 
 
-def _selected():
-    cases = _cases()
+def _selected(cases, sample=_SAMPLE):
     want = os.environ.get("ZLOOP_FUZZ_BAD_ARGS", "")
     if want == "all":
         return cases
-    n = int(want) if want.isdigit() else _SAMPLE
+    n = int(want) if want.isdigit() else sample
     return random.Random(22).sample(cases, min(n, len(cases)))
 
 
@@ -326,7 +334,7 @@ def test_bad_arguments_fail_as_in_asyncio(loop_factory, request):
         pytest.skip("compares both loops in the zloop run")
     import zloop
 
-    cases = _selected()
+    cases = _selected(_cases())
     before = rss_bytes()
     diffs = []
     for case in cases:
@@ -342,5 +350,438 @@ def test_bad_arguments_fail_as_in_asyncio(loop_factory, request):
         gc.collect()
     grown = rss_bytes() - before
     print(f"bad-argument cases compared: {len(cases)} (of {len(_cases())})")
+    assert diffs == [], "\n".join(diffs)
+    assert grown < 256 << 20
+
+
+# ------------------------------------------------- transports and servers
+#
+# The same comparison for the methods of each kind of transport and of
+# asyncio.Server: a fresh connection per case, one method called with one
+# bad argument (or with good ones after close()/abort(), or with one
+# argument too many), then a few passes; the outcome also holds what the
+# peer received, so data a bad call let through (or sent to the wrong
+# place) shows as a difference.
+
+_TRANSPORT_SAMPLE = 200
+_TLS = []  # (server_ctx, client_ctx), made once
+
+
+class _Sink(asyncio.Protocol):
+    """The TLS peer: keeps what it received, greets the client."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def connection_made(self, transport):
+        transport.write(b"hi")
+
+    def data_received(self, data):
+        self.data += data
+
+
+class _Greeted(asyncio.Protocol):
+    def __init__(self, fut):
+        self.fut = fut
+
+    def data_received(self, data):
+        if not self.fut.done():
+            self.fut.set_result(data)
+
+
+def _tcp_socks():
+    with socket.create_server(("127.0.0.1", 0)) as lsock:
+        client = socket.create_connection(lsock.getsockname())
+        server, _ = lsock.accept()
+    return client, server
+
+
+def _read_all(read):
+    """What `read()` returns until it would block or the stream ends."""
+    got = bytearray()
+    while True:
+        try:
+            chunk = read()
+        except (BlockingIOError, InterruptedError):
+            return bytes(got)
+        except OSError as exc:
+            return bytes(got) + f"<{type(exc).__name__}>".encode()
+        if not chunk:
+            return bytes(got) + b"<eof>"
+        got += chunk
+
+
+class _Conn:
+    """One transport of a kind on a loop, and the peer that reads it."""
+
+    peer = sink = server = None
+    addr = None
+
+    async def open(self, loop, kind):
+        self.kind = kind
+        if kind in ("tcp", "unix"):
+            a, self.peer = _tcp_socks() if kind == "tcp" else socket.socketpair()
+            self.peer.setblocking(False)
+            connect = loop.create_connection if kind == "tcp" else loop.create_unix_connection
+            self.t, _ = await connect(asyncio.Protocol, sock=a)
+        elif kind == "udp":
+            self.peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.peer.bind(("127.0.0.1", 0))
+            self.peer.setblocking(False)
+            self.addr = self.peer.getsockname()
+            self.t, _ = await loop.create_datagram_endpoint(
+                asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+        elif kind == "pipe":
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            self.peer = open(r, "rb", buffering=0)
+            self.t, _ = await loop.connect_write_pipe(asyncio.Protocol, open(w, "wb", buffering=0))
+        elif kind == "tls":
+            if not _TLS:
+                from _support import tls_contexts
+                _TLS.extend(tls_contexts())
+            self.sink = _Sink()
+            self.server = await loop.create_server(lambda: self.sink, "127.0.0.1", 0, ssl=_TLS[0])
+            host, port = self.server.sockets[0].getsockname()[:2]
+            greeted = loop.create_future()
+            self.t, _ = await loop.create_connection(
+                lambda: _Greeted(greeted), host, port, ssl=_TLS[1], server_hostname=host)
+            # What the server sent after its handshake (TLS 1.3 session
+            # tickets) is in before the greeting: the call meets a quiet line.
+            await greeted
+        else:  # subprocess
+            import subprocess
+            self.t, _ = await loop.subprocess_exec(
+                asyncio.SubprocessProtocol, "cat", stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return self
+
+    def received(self):
+        if self.sink is not None:
+            got = bytes(self.sink.data)
+            self.sink.data.clear()
+            return got
+        if self.kind == "udp":
+            return _read_all(lambda: self.peer.recv(65536) or b"<empty>")
+        if self.peer is not None:
+            read = self.peer.read if self.kind == "pipe" else (lambda: self.peer.recv(65536))
+            return _read_all(lambda: _none_blocks(read()))
+        return b""
+
+    def close(self, loop):
+        if not loop.is_closed():
+            self.t.close()
+            if self.kind == "subprocess":
+                _wait_exit(loop, self.t)
+            if self.server is not None:
+                self.server.close()
+            run_passes(loop, 3)
+        if self.peer is not None:
+            self.peer.close()
+
+
+def _none_blocks(chunk):
+    if chunk is None:  # a non-blocking file's read with nothing there
+        raise BlockingIOError
+    return chunk
+
+
+def _wait_exit(loop, t):
+    """Until the killed child is reaped (bounded)."""
+    for _ in range(400):
+        if t.get_returncode() is not None:
+            return
+        loop.run_until_complete(asyncio.sleep(0.005))
+
+
+def _stream_methods(peer_arg):
+    return {
+        "write": lambda c: [b"x"],
+        "writelines": lambda c: [[b"x"]],
+        "write_eof": lambda c: [],
+        "can_write_eof": lambda c: [],
+        "set_write_buffer_limits": lambda c: [64, 16],
+        "get_write_buffer_size": lambda c: [],
+        "get_write_buffer_limits": lambda c: [],
+        "get_extra_info": lambda c: [peer_arg],
+        "set_protocol": lambda c: [asyncio.Protocol()],
+        "get_protocol": lambda c: [],
+        "is_closing": lambda c: [],
+        "close": lambda c: [],
+        "abort": lambda c: [],
+    }
+
+
+_READS = {
+    "pause_reading": lambda c: [],
+    "resume_reading": lambda c: [],
+    "is_reading": lambda c: [],
+}
+_TRANSPORT_METHODS = {
+    "tcp": {**_stream_methods("peername"), **_READS},
+    "unix": {**_stream_methods("peername"), **_READS},
+    "tls": {**_stream_methods("peercert"), **_READS},
+    "pipe": _stream_methods("pipe"),
+    "udp": {
+        "sendto": lambda c: [b"x", c.addr],
+        "get_write_buffer_size": lambda c: [],
+        "get_extra_info": lambda c: ["sockname"],
+        "set_protocol": lambda c: [asyncio.DatagramProtocol()],
+        "get_protocol": lambda c: [],
+        "is_closing": lambda c: [],
+        "close": lambda c: [],
+        "abort": lambda c: [],
+    },
+    "subprocess": {
+        "get_pid": lambda c: [],
+        "get_returncode": lambda c: [],
+        "get_pipe_transport": lambda c: [0],
+        "send_signal": lambda c: [0],
+        "get_extra_info": lambda c: ["subprocess"],
+        "set_protocol": lambda c: [asyncio.SubprocessProtocol()],
+        "get_protocol": lambda c: [],
+        "is_closing": lambda c: [],
+        "terminate": lambda c: [],
+        "kill": lambda c: [],
+        "close": lambda c: [],
+    },
+}
+_STATES = ("after close", "after abort", "extra argument")
+
+# Buffers that change or go away after write() returned, with the peer
+# not reading (the transport holds the data) or reading (it went out).
+_BACKLOG = 4 << 20
+
+
+def _mutate_bytearray(t):
+    data = bytearray(b"A" * 1000)
+    t.write(data)
+    data[:] = b"B" * 1000
+
+
+def _resize_bytearray(t):
+    data = bytearray(b"A" * 1000)
+    t.write(data)
+    del data[10:]
+
+
+def _release_view(t):
+    view = memoryview(bytearray(b"A" * 1000))
+    t.write(view)
+    view.release()
+
+
+_BUFFER_CHANGES = {
+    "bytearray changed": _mutate_bytearray,
+    "bytearray resized": _resize_bytearray,
+    "memoryview released": _release_view,
+}
+
+
+def _transport_cases():
+    cases = []
+    res = _Resources()
+    try:
+        for kind in sorted(_TRANSPORT_METHODS):
+            for name, good in sorted(_TRANSPORT_METHODS[kind].items()):
+                for slot in range(len(good(_Conn()))):
+                    cases += [(kind, name, slot, bad) for bad, _ in _BAD]
+                cases += [(kind, name, None, state) for state in _STATES
+                          if state != "after abort" or "abort" in _TRANSPORT_METHODS[kind]]
+        for kind in ("tcp", "unix", "pipe", "tls"):
+            for change in sorted(_BUFFER_CHANGES):
+                for backlog in ("held", "sent"):
+                    cases.append((kind, "write", None, f"{change}, {backlog}"))
+    finally:
+        res.close()
+    return cases
+
+
+def _drain(loop, conn, want):
+    """Run the loop, reading the peer, until `want` bytes came or it stopped
+    coming (bounded)."""
+    got = bytearray()
+    idle = 0
+    while len(got) < want and idle < 50:
+        run_passes(loop, 2)
+        chunk = conn.received()
+        got += chunk
+        idle = 0 if chunk else idle + 1
+        if not chunk:
+            loop.run_until_complete(asyncio.sleep(0.002))
+    return bytes(got)
+
+
+def _run_transport_case(make_loop, case):
+    kind, name, slot, bad_name = case
+    loop = make_loop()
+    seen = []
+    loop.set_exception_handler(lambda _l, ctx: seen.append(type(ctx.get("exception")).__name__))
+    res = _Resources()
+    conn = _Conn()
+    try:
+        loop.run_until_complete(asyncio.wait_for(conn.open(loop, kind), 5))
+        t = conn.t
+        if bad_name in ("after close", "after abort"):
+            t.close() if bad_name == "after close" else t.abort()
+            run_passes(loop, 3)
+        if name == "write" and slot is None and bad_name not in _STATES:
+            return _run_buffer_change(loop, conn, bad_name, seen)
+        args = _TRANSPORT_METHODS[kind][name](conn)
+        if bad_name == "extra argument":
+            args.append(None)
+        elif slot is not None:
+            args[slot] = dict(_BAD)[bad_name](res)
+        outcome = _call(loop, name, args, t)
+        escaped = None
+        try:
+            run_passes(loop, 3)
+        except Exception as exc:
+            escaped = type(exc).__name__
+        got = conn.received()
+        if kind == "subprocess" or name in ("get_protocol", "set_protocol"):
+            got = None
+        return outcome, sorted(set(seen)), escaped, got
+    finally:
+        conn.close(loop)
+        res.close()
+        _close(loop)
+
+
+def _run_buffer_change(loop, conn, change, seen):
+    t = conn.t
+    held = change.endswith("held")
+    if held:  # the peer reads nothing yet: the transport keeps the rest
+        t.write(b"h" * _BACKLOG)
+    try:
+        _BUFFER_CHANGES[change.split(",")[0]](t)
+        outcome = "ok"
+    except Exception as exc:
+        outcome = type(exc).__name__
+    got = _drain(loop, conn, (_BACKLOG if held else 0) + 1000)
+    tail = got[_BACKLOG:] if held else got
+    return outcome, sorted(set(seen)), None, (len(got), tail[:16], tail[-16:])
+
+
+_SERVER_OPS = ("start_serving", "serve_forever", "close", "wait_closed", "get_loop",
+               "is_serving", "sockets", "close_clients", "abort_clients", "connect")
+
+
+def _server_cases():
+    cases = [(kind, a, b) for kind in ("tcp", "unix") for a in _SERVER_OPS for b in _SERVER_OPS]
+    cases += [(kind, "loop closed", op) for kind in ("tcp", "unix") for op in _SERVER_OPS]
+    cases += [(kind, "extra argument", op) for kind in ("tcp", "unix") for op in _SERVER_OPS]
+    return cases
+
+
+def _server_op(loop, srv, op, extra=()):
+    if op == "connect":
+        if srv.sockets:
+            addr = srv.sockets[0].getsockname()
+        else:
+            addr = ("127.0.0.1", 1)
+        if isinstance(addr, str):
+            coro = loop.create_unix_connection(asyncio.Protocol, addr)
+        else:
+            coro = loop.create_connection(asyncio.Protocol, *addr[:2])
+        return _settle(loop, coro)
+    if op == "sockets":
+        try:
+            return f"{len(srv.sockets)} sockets"
+        except Exception as exc:
+            return type(exc).__name__
+    if op == "get_loop":
+        try:
+            return "same loop" if srv.get_loop(*extra) is loop else "other"
+        except Exception as exc:
+            return type(exc).__name__
+    return _call(loop, op, list(extra), srv)
+
+
+def _run_server_case(make_loop, case, tmp):
+    kind, first, second = case
+    loop = make_loop()
+    seen = []
+    loop.set_exception_handler(lambda _l, ctx: seen.append(type(ctx.get("exception")).__name__))
+    if kind == "tcp":
+        coro = loop.create_server(asyncio.Protocol, "127.0.0.1", 0, start_serving=False)
+    else:
+        coro = loop.create_unix_server(asyncio.Protocol, os.path.join(tmp, "s"), start_serving=False)
+    srv = loop.run_until_complete(coro)
+    try:
+        if first == "loop closed":
+            srv.close()
+            loop.close()
+            outcomes = [_server_op(loop, srv, second)]
+        elif first == "extra argument":
+            outcomes = [_server_op(loop, srv, second, extra=(None,))
+                        if second not in ("sockets", "connect") else "n/a"]
+        else:
+            outcomes = [_server_op(loop, srv, op) for op in (first, second)]
+        escaped = None
+        if not loop.is_closed():
+            try:
+                run_passes(loop, 3)
+            except Exception as exc:
+                escaped = type(exc).__name__
+        return outcomes, sorted(set(seen)), escaped
+    finally:
+        if not loop.is_closed():
+            srv.close()
+            _settle(loop, srv.wait_closed())
+        _close(loop)
+        if os.path.exists(os.path.join(tmp, "s")):
+            os.unlink(os.path.join(tmp, "s"))
+
+
+# Transport differences README.md's "Known differences" lists. A pipe's
+# write() of a non-bytes-like object is a TypeError (asyncio asserts, an
+# AssertionError, gone under -O); sendto() on a closed unconnected
+# datagram transport drops the data as a connected one's does (asyncio:
+# AttributeError from its socket, None by then).
+_TRANSPORT_KNOWN = {
+    ("pipe", "write", 0, bad) for bad, _ in _BAD if bad not in ("bytes", "released view", "bytes buffer")
+} | {("udp", "sendto", None, state) for state in ("after close", "after abort")}
+if PY >= (3, 14):
+    # asyncio's writelines() skips false items since gh-155888 (3.14.x):
+    # the zeros a bytes argument iterates to are dropped where zloop, as
+    # asyncio before it, raises TypeError for an item that is not bytes-like.
+    _TRANSPORT_KNOWN |= {(kind, "writelines", 0, "bytes buffer") for kind in ("tcp", "unix")}
+if PY >= (3, 12):
+    # zloop's write() copies what it cannot send at once (asyncio 3.12+
+    # keeps the caller's buffer and sends what it holds later), and
+    # writelines() on a closing transport drops the data as write() does
+    # (asyncio 3.12+: TypeError, or AttributeError once aborted).
+    _TRANSPORT_KNOWN |= {
+        (kind, "write", None, f"{change}, held")
+        for kind in ("tcp", "unix") for change in _BUFFER_CHANGES
+    } | {
+        (kind, "writelines", None, state)
+        for kind in ("tcp", "unix") for state in ("after close", "after abort")
+    }
+
+
+def test_transport_and_server_misuse_as_in_asyncio(loop_factory, request, tmp_path):
+    if "zloop" not in request.node.name:
+        pytest.skip("compares both loops in the zloop run")
+    import zloop
+
+    cases = _selected(_transport_cases(), _TRANSPORT_SAMPLE)
+    server_cases = _selected(_server_cases(), _TRANSPORT_SAMPLE // 4)
+    before = rss_bytes()
+    diffs = []
+    for case in cases:
+        want = _run_transport_case(asyncio.SelectorEventLoop, case)
+        got = _run_transport_case(zloop.new_event_loop, case)
+        if got != want and case not in _TRANSPORT_KNOWN:
+            diffs.append(f"{case}: asyncio {want}, zloop {got}")
+    for case in server_cases:
+        want = _run_server_case(asyncio.SelectorEventLoop, case, str(tmp_path))
+        got = _run_server_case(zloop.new_event_loop, case, str(tmp_path))
+        if got != want:
+            diffs.append(f"{case}: asyncio {want}, zloop {got}")
+    grown = rss_bytes() - before
+    print(f"transport cases compared: {len(cases)} (of {len(_transport_cases())}), "
+          f"server cases: {len(server_cases)} (of {len(_server_cases())})")
     assert diffs == [], "\n".join(diffs)
     assert grown < 256 << 20

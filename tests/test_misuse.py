@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from _support import no_leaks, rss_bytes, run_passes, yield_passes  # noqa: F401
+from _support import PY, no_leaks, rss_bytes, run_passes, yield_passes  # noqa: F401
 
 
 def _pair():
@@ -319,3 +319,88 @@ def test_debug_turned_on_inside_a_callback_reports_no_bogus_duration(loop, caplo
         run_passes(loop, 2)
         loop.set_debug(False)
     assert [r.getMessage() for r in caplog.records if "Executing" in r.getMessage()] == []
+
+
+class _Paused(asyncio.Protocol):
+    def __init__(self):
+        self.paused = 0
+
+    def pause_writing(self):
+        self.paused += 1
+
+
+async def _stream_and_udp(loop):
+    a, b = _pair()
+    stream, proto = await loop.create_unix_connection(_Paused, sock=a)
+    udp, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+    return b, stream, proto, udp
+
+
+@pytest.mark.parametrize("high, low", [(float("inf"), 0), (2**64, 16), (1.5, 0.5), (64, 1.5)])
+def test_write_buffer_limits_take_any_real_number(loop, high, low):
+    # asyncio keeps the numbers and compares the buffer's size with them:
+    # no error, and a buffer above a finite high-water mark still pauses.
+    async def main():
+        peer, stream, proto, udp = await _stream_and_udp(loop)
+        try:
+            for t in (stream, udp):
+                t.set_write_buffer_limits(high, low)
+            stream.write(b"x" * (4 << 20))  # more than the socket takes
+            return proto.paused
+        finally:
+            stream.abort()
+            udp.close()
+            peer.close()
+
+    assert loop.run_until_complete(main()) == (0 if high == float("inf") or high >= 2**64 else 1)
+
+
+def test_writelines_of_a_false_argument(loop):
+    # 3.12+: `if not list_of_data: return`; 3.11 joins it (TypeError).
+    async def main():
+        peer, stream, _, udp = await _stream_and_udp(loop)
+        udp.close()
+        try:
+            stream.writelines(None)
+            return "ok"
+        except TypeError:
+            return "TypeError"
+        finally:
+            stream.close()
+            peer.close()
+
+    assert loop.run_until_complete(main()) == ("ok" if PY >= (3, 12) else "TypeError")
+
+
+def test_server_close_clients_exists_where_asyncio_has_it(loop):
+    async def main():
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        server.close()
+        await server.wait_closed()
+        return hasattr(server, "close_clients"), hasattr(server, "abort_clients")
+
+    assert loop.run_until_complete(main()) == ((PY >= (3, 13),) * 2)
+
+
+def test_sendto_of_a_released_memoryview(loop):
+    # Up to 3.12 `if not data` raises at the call; 3.13+ meets the error
+    # sending and fails the transport (its exception handler, closed).
+    seen = []
+    loop.set_exception_handler(lambda _l, ctx: seen.append(type(ctx.get("exception"))))
+
+    async def main():
+        t, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+        view = memoryview(b"x")
+        view.release()
+        try:
+            t.sendto(view, t.get_extra_info("sockname"))
+            raised = None
+        except ValueError:
+            raised = ValueError
+        await yield_passes(2)
+        closing = t.is_closing()
+        t.close()
+        return raised, seen, closing
+
+    want = (ValueError, [], False) if PY < (3, 13) else (None, [ValueError], True)
+    assert loop.run_until_complete(main()) == want

@@ -1,6 +1,32 @@
-"""Flow-control calls from a transport into a protocol, shared by the
-socket transports (``_net``) and the TLS layer (``_tls``), which cannot
-import each other both ways."""
+"""Flow control shared by the socket transports (``_net``, ``_udp``) and
+the TLS layer (``_tls``), which cannot import each other both ways: calls
+from a transport into its protocol, and the write-buffer limits."""
+
+import math
+import sys
+
+_SIZE_MAX = sys.maxsize * 2 + 1
+
+
+def write_limits(high, low):
+    """``set_write_buffer_limits(high, low)``'s defaults and checks, as
+    asyncio's, then the limits as the native side's sizes. asyncio keeps
+    whatever numbers it was given and compares the buffer's size (an int)
+    with them: pausing above ``high``, resuming at ``low`` or below, which
+    is the same for their floors, and never for an infinite ``high``."""
+    if high is None:
+        high = 64 * 1024 if low is None else 4 * low
+    if low is None:
+        low = high // 4
+    if not high >= low >= 0:
+        raise ValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
+    return _size(high), _size(low)
+
+
+def _size(limit):
+    if isinstance(limit, int) or limit == math.inf:
+        return min(limit, _SIZE_MAX)
+    return min(math.floor(limit), _SIZE_MAX)
 
 
 def tell_protocol(loop, target, name, transport, protocol):

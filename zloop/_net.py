@@ -183,13 +183,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         return self._extra.get(name, default)
 
     def set_write_buffer_limits(self, high=None, low=None):
-        if high is None:
-            high = 64 * 1024 if low is None else 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
-        self._set_limits(high, low)
+        self._set_limits(*_flow.write_limits(high, low))
 
     # Called by the native side (cold).
 
@@ -316,13 +310,15 @@ class Server(asyncio.AbstractServer):
         if self._active_count == 0:
             self._wakeup()
 
-    def close_clients(self):
-        for transport in list(self._clients):
-            transport.close()
+    if sys.version_info >= (3, 13):  # new in 3.13, as asyncio.Server's
 
-    def abort_clients(self):
-        for transport in list(self._clients):
-            transport.abort()
+        def close_clients(self):
+            for transport in list(self._clients):
+                transport.close()
+
+        def abort_clients(self):
+            for transport in list(self._clients):
+                transport.abort()
 
     async def start_serving(self):
         self._start_serving()

@@ -13,6 +13,7 @@ import socket
 import sys
 from asyncio import futures, transports, trsock
 
+from . import _flow
 from ._net import _SocketOwner, _remove_stale_unix_socket
 from ._zloop import DatagramTransportCore
 
@@ -78,13 +79,7 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
         self._set_protocol(protocol)
 
     def set_write_buffer_limits(self, high=None, low=None):
-        if high is None:
-            high = 64 * 1024 if low is None else 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
-        self._set_limits(high, low)
+        self._set_limits(*_flow.write_limits(high, low))
 
     # Called by the native side (cold).
 

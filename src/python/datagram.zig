@@ -447,32 +447,77 @@ fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) c
     }
     const in = t.inner orelse return py.raise(c.PyExc_RuntimeError, "transport is not set up");
     var view: c.Py_buffer = undefined;
-    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) return null;
+    if (c.PyObject_GetBuffer(d, &view, c.PyBUF_SIMPLE) < 0) {
+        // A bytes-like object that no longer gives its bytes (a released
+        // memoryview): asyncio up to 3.12 asks `not data` first, which
+        // raises; 3.13+, which sends empty datagrams, meets it later.
+        return if (in.send_empty) sendUnreadable(t, addr_arg) else null;
+    }
     defer c.PyBuffer_Release(&view);
     const data = @as([*]const u8, @ptrCast(view.buf))[0..@intCast(view.len)];
     if (data.len == 0 and !in.send_empty) return py.newref(py.none());
-    var addr: ?*Obj = if (py.isNone(addr_arg)) null else addr_arg;
-    if (in.address) |fixed| {
-        if (addr) |a| {
-            const same = c.PyObject_RichCompareBool(a, fixed, c.Py_EQ);
-            if (same < 0) return null;
-            if (same == 0) return c.PyErr_Format(c.PyExc_ValueError, "Invalid address: must be None or %S", fixed);
-        }
-        addr = fixed;
-    }
-    if (in.conn_lost > 0) {
-        // asyncio warns only for connected endpoints; either way the
-        // socket is gone (or going) and nothing is sent.
-        if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
-            !callSelf(t, names.warn_lost, .{})) return null;
-        in.conn_lost += 1;
-        return py.newref(py.none());
+    var addr: ?*Obj = undefined;
+    switch (target(t, addr_arg, &addr)) {
+        .raised => return null,
+        .dropped => return py.newref(py.none()),
+        .send => {},
     }
     if (in.queued() == 0) {
         const r = sendOne(t, d, data, addr) catch return null;
         if (r != .would_block) return py.newref(py.none());
     }
     return enqueue(t, d, data, addr);
+}
+
+/// Where sendto()'s datagram goes (`addr`, null for the connected peer),
+/// after asyncio's checks in asyncio's order: an address other than a
+/// connected endpoint's raises, a lost connection drops the datagram.
+fn target(t: *Transport, addr_arg: ?*Obj, addr: *?*Obj) enum { send, dropped, raised } {
+    const in = t.inner.?;
+    addr.* = if (py.isNone(addr_arg)) null else addr_arg;
+    if (in.address) |fixed| {
+        if (addr.*) |a| {
+            const same = c.PyObject_RichCompareBool(a, fixed, c.Py_EQ);
+            if (same < 0) return .raised;
+            if (same == 0) {
+                _ = c.PyErr_Format(c.PyExc_ValueError, "Invalid address: must be None or %S", fixed);
+                return .raised;
+            }
+        }
+        addr.* = fixed;
+    }
+    if (in.conn_lost > 0) {
+        // asyncio warns only for connected endpoints; either way the
+        // socket is gone (or going) and nothing is sent.
+        if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
+            !callSelf(t, names.warn_lost, .{})) return .raised;
+        in.conn_lost += 1;
+        return .dropped;
+    }
+    return .send;
+}
+
+/// sendto() of data whose buffer export just failed (pending), as asyncio
+/// 3.13+: after the address checks, the send fails the transport (its
+/// `_fatal_error`), or with datagrams queued, copying it raises.
+fn sendUnreadable(t: *Transport, addr_arg: ?*Obj) ?*Obj {
+    const exc = py.fetchException() orelse return null;
+    var addr: ?*Obj = undefined;
+    switch (target(t, addr_arg, &addr)) {
+        .raised => {
+            py.decref(exc);
+            return null;
+        },
+        .dropped => {
+            py.decref(exc);
+            return py.newref(py.none());
+        },
+        .send => {},
+    }
+    py.restoreException(exc);
+    if (t.inner.?.queued() != 0) return null;
+    if (!fatalPending(t, names.msg_write)) return null;
+    return py.newref(py.none());
 }
 
 fn enqueue(t: *Transport, d: *Obj, data: []const u8, addr: ?*Obj) ?*Obj {

@@ -1371,7 +1371,8 @@ const views_on_stack = 64;
 /// write() queues it. Items are any bytes-like objects (asyncio 3.12+
 /// takes `memoryview(item)` of each, 3.11 joins them), and every item's
 /// buffer is taken before anything is sent, so a TypeError writes nothing.
-/// The guards are asyncio 3.12's; a lost connection counts the call as
+/// The guards are asyncio 3.12's (a false argument writes nothing, from
+/// 3.12 on); a lost connection counts the call as
 /// write() does (3.12 queues such data and never sends it).
 fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
@@ -1379,6 +1380,15 @@ fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
     if (in.eof) return py.raise(c.PyExc_RuntimeError, "Cannot call writelines() after write_eof()");
     if (in.sendfile_writer != null) {
         return py.raise(c.PyExc_RuntimeError, "unable to writelines; sendfile is in progress");
+    }
+    if (c.PY_MINOR_VERSION >= 12) {
+        // asyncio 3.12+ returns at once for a false argument (None, []);
+        // 3.11 joins it, a TypeError for None.
+        switch (c.PyObject_IsTrue(arg)) {
+            0 => return py.newref(py.none()),
+            1 => {},
+            else => return null,
+        }
     }
     const seq = c.PySequence_Fast(arg, "writelines() argument must be iterable") orelse return null;
     defer py.decref(seq);
