@@ -461,8 +461,16 @@ fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) c
         addr = fixed;
     }
     if (in.conn_lost > 0) {
-        // asyncio warns only for connected endpoints; either way the
-        // socket is gone (or going) and nothing is sent.
+        // An unconnected endpoint still sends until connection_lost() has
+        // run and its socket is closing, as asyncio's does: an
+        // error_received() that closed the transport hears the next
+        // datagram's error too (CPython gh-156920's test).
+        if (in.address == null and in.attached and in.queued() == 0) {
+            const r = sendOne(t, d, data, addr) catch return null;
+            if (r != .would_block) return py.newref(py.none());
+        }
+        // asyncio warns only for connected endpoints; past that point
+        // nothing is sent.
         if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
             !callSelf(t, names.warn_lost, .{})) return null;
         in.conn_lost += 1;
