@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import warnings
+import weakref
 from asyncio import sslproto
 
 import pytest
@@ -1608,3 +1609,82 @@ def test_start_tls_over_a_tls_transport(loop, server_ctx, client_ctx, no_leaks):
         return got, inner.events, served.events, outer_closing, outer.events
 
     assert same_as_stock(loop, scenario)[0] == b"twice wrapped"
+
+
+def test_start_tls_server_side_takes_the_stream_buffer(loop, server_ctx, client_ctx):
+    # The client's hello reaches the server's StreamReader before its
+    # start_tls(): asyncio 3.14 hands those bytes to the TLS protocol
+    # (gh-142352); before, they stayed in the reader and the handshake
+    # waited for more.
+    async def main():
+        buffered = asyncio.Event()
+        result = loop.create_future()
+
+        async def handler(reader, writer):
+            await reader._wait_for_data("test")
+            buffered.set()
+            try:
+                await asyncio.wait_for(writer.start_tls(server_ctx), 2 if PY >= (3, 14) else 0.5)
+                result.set_result(await reader.readline())
+            except Exception as exc:  # noqa: BLE001 - the outcome is compared
+                result.set_result(type(exc).__name__)
+            writer.close()
+
+        server = await asyncio.start_server(handler, HOST, 0)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        upgrade = asyncio.ensure_future(
+            writer.start_tls(client_ctx, server_hostname="localhost"))
+        await buffered.wait()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(upgrade, 3)
+            writer.write(b"ping\n")
+            await writer.drain()
+        got = await wait_for(result)
+        writer.close()
+        await _close_server(server)
+        return got
+
+    assert loop.run_until_complete(main()) == (b"ping\n" if PY >= (3, 14) else "TimeoutError")
+
+
+@pytest.mark.skipif(PY < (3, 14), reason="before 3.14, asyncio.sslproto's "
+                    "_on_handshake_complete keeps the handshake error in a cycle with its frame")
+def test_failed_start_tls_frees_the_transport_without_gc(loop, client_ctx):
+    # A start_tls() whose handshake fails leaves no reference cycle: once
+    # the caller drops its exception, the plain transport goes (asyncio
+    # 3.14 breaks the waiter/traceback cycle in start_tls, gh-159049).
+    other_ca = trustme.CA()
+    bad_server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    other_ca.issue_cert("localhost", HOST).configure_cert(bad_server_ctx)
+
+    async def main():
+        upgrades = []
+
+        class Upgrading(asyncio.Protocol):
+            def connection_made(self, transport):
+                upgrades.append(asyncio.ensure_future(loop.start_tls(
+                    transport, self, bad_server_ctx, server_side=True)))
+
+        server = await loop.create_server(Upgrading, HOST, 0)
+        addr = server.sockets[0].getsockname()[:2]
+        tr, proto = await loop.create_connection(asyncio.Protocol, *addr)
+        ref = weakref.ref(tr)
+        del tr
+        try:
+            await loop.start_tls(ref(), proto, client_ctx, server_hostname="localhost")
+        except ssl.SSLCertVerificationError:
+            failed = True
+        else:
+            failed = False
+        await asyncio.wait(upgrades)
+        await _close_server(server)
+        return failed, ref
+
+    gc.collect()
+    gc.disable()
+    try:
+        failed, ref = loop.run_until_complete(main())
+        alive = ref() is not None
+    finally:
+        gc.enable()
+    assert failed and not alive

@@ -533,3 +533,36 @@ def test_datagram_transport_is_an_asyncio_transport(loop, run):
         return kinds
 
     assert run(main()) == (True, True)
+
+
+def test_error_received_that_closes_still_hears_the_next_send(loop):
+    # An unconnected endpoint keeps sending until connection_lost() has run:
+    # error_received() closes the transport on the first oversized datagram,
+    # and the second, sent before connection_lost(), fails there too (CPython
+    # gh-156920's test); connection_lost() then comes.
+    class Proto(asyncio.DatagramProtocol):
+        def __init__(self):
+            self.errors = []
+            self.lost = loop.create_future()
+
+        def connection_made(self, transport):
+            self.transport = transport
+
+        def error_received(self, exc):
+            self.errors.append(type(exc))
+            self.transport.close()
+
+        def connection_lost(self, exc):
+            self.lost.set_result(exc)
+
+    async def main():
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        tr, proto = await loop.create_datagram_endpoint(Proto, sock=sock)
+        addr = sock.getsockname()
+        tr.sendto(b"\0" * 70000, addr)
+        tr.sendto(b"\0" * 70000, addr)
+        lost = await asyncio.wait_for(proto.lost, 5)
+        return proto.errors, lost
+
+    assert loop.run_until_complete(main()) == ([OSError, OSError], None)

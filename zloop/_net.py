@@ -41,6 +41,9 @@ _HAS_IPV6 = hasattr(socket, "AF_INET6")
 # Listening sockets whose accept loop is native (accept.zig converts their
 # peer addresses); any other family keeps the Python loop (_accept_ready).
 _NATIVE_ACCEPT_FAMILIES = frozenset((socket.AF_INET, socket.AF_INET6, socket.AF_UNIX))
+# asyncio 3.14: a cancelled serve_forever() also closes the server's client
+# transports, so that wait_closed() does not wait on a hanging client.
+_SERVE_FOREVER_CLOSES_CLIENTS = sys.version_info >= (3, 14)
 
 
 def _set_nodelay(sock):
@@ -337,6 +340,8 @@ class Server(asyncio.AbstractServer):
         except asyncio.CancelledError:
             try:
                 self.close()
+                if _SERVE_FOREVER_CLOSES_CLIENTS:
+                    self.close_clients()
                 await self.wait_closed()
             finally:
                 raise

@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - CPython built without OpenSSL
 
 import asyncio
 import functools
+import sys
 from asyncio import sslproto
 
 from . import _flow
@@ -427,6 +428,8 @@ class TLSMixin:
         # Nothing may be read between the protocol swap and the handshake's
         # start, or plaintext bytes would reach the TLS state machine late.
         transport.pause_reading()
+        if server_side and _MOVES_STREAM_BUFFER:
+            _move_stream_buffer(protocol, proto)
         transport.set_protocol(proto)
         made = self.call_soon(proto.connection_made, transport)
         resumed = self.call_soon(transport.resume_reading)
@@ -436,5 +439,26 @@ class TLSMixin:
             transport.close()
             made.cancel()
             resumed.cancel()
+            # The exception's traceback holds this frame, whose waiter
+            # holds the exception: without this, the cycle keeps the
+            # transport alive until the garbage collector runs (as asyncio
+            # 3.14 drops it, gh-159049).
+            waiter = None
             raise
         return proto._app_transport
+
+
+# asyncio 3.14 (gh-142352): a server's start_tls() on a stream takes the
+# bytes its StreamReader buffered before the upgrade (the client's hello,
+# read with the plaintext) as the TLS protocol's first input.
+_MOVES_STREAM_BUFFER = sys.version_info >= (3, 14)
+
+
+def _move_stream_buffer(protocol, tls_protocol):
+    """Moves what ``protocol``'s StreamReader holds into the TLS input."""
+    if not isinstance(protocol, asyncio.StreamReaderProtocol):
+        return
+    reader = getattr(protocol, "_stream_reader", None)
+    if reader is not None and reader._buffer:
+        tls_protocol._incoming.write(reader._buffer)
+        reader._buffer.clear()

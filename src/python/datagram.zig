@@ -461,6 +461,11 @@ fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) c
         .raised => return null,
         .dropped => return py.newref(py.none()),
         .send => {},
+        .send_once => {
+            const r = sendOne(t, d, data, addr) catch return null;
+            if (r == .would_block) in.conn_lost += 1;
+            return py.newref(py.none());
+        },
     }
     if (in.queued() == 0) {
         const r = sendOne(t, d, data, addr) catch return null;
@@ -472,7 +477,7 @@ fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) c
 /// Where sendto()'s datagram goes (`addr`, null for the connected peer),
 /// after asyncio's checks in asyncio's order: an address other than a
 /// connected endpoint's raises, a lost connection drops the datagram.
-fn target(t: *Transport, addr_arg: ?*Obj, addr: *?*Obj) enum { send, dropped, raised } {
+fn target(t: *Transport, addr_arg: ?*Obj, addr: *?*Obj) enum { send, send_once, dropped, raised } {
     const in = t.inner.?;
     addr.* = if (py.isNone(addr_arg)) null else addr_arg;
     if (in.address) |fixed| {
@@ -487,7 +492,13 @@ fn target(t: *Transport, addr_arg: ?*Obj, addr: *?*Obj) enum { send, dropped, ra
         addr.* = fixed;
     }
     if (in.conn_lost > 0) {
-        // asyncio warns only for connected endpoints; either way the
+        // An unconnected endpoint still sends until connection_lost() has
+        // run and its socket is closing, as asyncio's does: an
+        // error_received() that closed the transport hears the next
+        // datagram's error too (CPython gh-156920's test). One try, no
+        // queueing.
+        if (in.address == null and in.attached and in.queued() == 0) return .send_once;
+        // asyncio warns only for connected endpoints; past that point the
         // socket is gone (or going) and nothing is sent.
         if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
             !callSelf(t, names.warn_lost, .{})) return .raised;
@@ -508,7 +519,7 @@ fn sendUnreadable(t: *Transport, addr_arg: ?*Obj) ?*Obj {
             py.decref(exc);
             return null;
         },
-        .dropped => {
+        .dropped, .send_once => {
             py.decref(exc);
             return py.newref(py.none());
         },

@@ -1187,11 +1187,18 @@ fn writelinesMethod(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames
     return writelines(self, a[0]);
 }
 
+/// write()'s TypeError for data that is not bytes-like, in the words of
+/// the asyncio it is built for (3.14 names the three types it takes).
+const write_type_error = if (c.PY_MINOR_VERSION >= 14)
+    "data argument must be a bytes, bytearray, or memoryview object, not '%.100s'"
+else
+    "data argument must be a bytes-like object, not '%.100s'";
+
 fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const d = data.?;
     if (!isBytesLike(d)) {
-        return c.PyErr_Format(c.PyExc_TypeError, "data argument must be a bytes-like object, not '%.100s'", c.Py_TYPE(d).*.tp_name);
+        return c.PyErr_Format(c.PyExc_TypeError, write_type_error, c.Py_TYPE(d).*.tp_name);
     }
     const in = innerOrRaise(self) orelse return null;
     if (in.eof) return py.raise(c.PyExc_RuntimeError, "Cannot call write() after write_eof()");

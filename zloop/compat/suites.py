@@ -31,8 +31,11 @@ class Entry:
     outcome: str | None = None
 
     def applies(self, python: str, backend: str | None) -> bool:
-        """Whether the entry is in force on this Python (``3.12``) and backend."""
-        if self.python and python not in self.python:
+        """Whether the entry is in force on this Python (``3.12``) and backend.
+
+        ``python`` names Pythons (``"3.14"``) or open ranges (``"3.14+"``:
+        that one and every later one)."""
+        if self.python and not any(python_matches(python, spec) for spec in self.python):
             return False
         if self.backend and (backend or "default") not in self.backend:
             return False
@@ -40,6 +43,20 @@ class Entry:
 
     def matches(self, nodeid: str) -> bool:
         return glob_match(nodeid, self.test)
+
+
+_PYTHON_SPEC = re.compile(r"3\.(\d+)(\+?)")
+
+
+def python_matches(python: str, spec: str) -> bool:
+    """Whether Python ``3.N`` is named by ``spec``: ``3.N``, or ``3.M+`` with M <= N."""
+    want = _PYTHON_SPEC.fullmatch(spec)
+    have = _PYTHON_SPEC.fullmatch(python)
+    if want is None or have is None:
+        return False
+    if want.group(2):
+        return int(have.group(1)) >= int(want.group(1))
+    return int(have.group(1)) == int(want.group(1))
 
 
 def glob_match(nodeid: str, pattern: str) -> bool:
@@ -184,6 +201,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _entry(data: dict[str, Any], path: Path) -> Entry:
     if "test" not in data or not data.get("reason"):
         raise SuiteError(f"{path}: every entry needs a test and a reason: {data!r}")
+    pythons = data.get("python", ())
+    for spec in pythons:
+        # A bare TOML number would read 3.10 as "3.1": names are strings.
+        if not isinstance(spec, str) or not _PYTHON_SPEC.fullmatch(spec):
+            raise SuiteError(f"{path}: python entries are strings like \"3.14\" or "
+                             f"\"3.14+\" (that Python and later), not {spec!r}: {data!r}")
     return Entry(test=data["test"], reason=data["reason"],
-                 python=tuple(str(p) for p in data.get("python", ())),
+                 python=tuple(pythons),
                  backend=tuple(data.get("backend", ())), outcome=data.get("outcome"))
