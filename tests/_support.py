@@ -131,3 +131,18 @@ def tls_contexts(host="127.0.0.1"):
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     cert.configure_cert(server_ctx)
     return server_ctx, client_ctx
+
+
+class ExportsOnce:
+    """A writable buffer whose second export fails: the first is a call's
+    direct attempt, the second its attempt once the socket is ready."""
+
+    def __init__(self, size=16):
+        self.exports = 0
+        self.data = bytearray(size)
+
+    def __buffer__(self, flags):
+        self.exports += 1
+        if self.exports > 1:
+            raise BufferError("gone")
+        return memoryview(self.data)

@@ -24,7 +24,7 @@ import warnings
 
 import pytest
 
-from _support import PY, no_leaks, rss_bytes, run_passes  # noqa: F401
+from _support import PY, ExportsOnce, no_leaks, rss_bytes, run_passes  # noqa: F401
 from conftest import LOOP_NAMES
 
 pytestmark = [
@@ -44,20 +44,6 @@ def _noop(*args):
 
 async def _coro():
     pass
-
-
-class _ExportsOnce:
-    """A writable buffer whose second export fails."""
-
-    def __init__(self):
-        self.n = 0
-        self.data = bytearray(8)
-
-    def __buffer__(self, flags):
-        self.n += 1
-        if self.n > 1:
-            raise BufferError("gone")
-        return memoryview(self.data)
 
 
 class _IndexFails:
@@ -127,7 +113,7 @@ _BAD = [
     ("bytes buffer", lambda r: bytes(8)),
 ]
 if PY >= (3, 12):
-    _BAD.append(("export once", lambda r: _ExportsOnce()))
+    _BAD.append(("export once", lambda r: ExportsOnce()))
 
 
 # method -> factory(res) of its good positional arguments.

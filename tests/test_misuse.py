@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from _support import PY, no_leaks, rss_bytes, run_passes, yield_passes  # noqa: F401
+from _support import PY, ExportsOnce, no_leaks, rss_bytes, run_passes, yield_passes  # noqa: F401
 
 
 def _pair():
@@ -263,21 +263,6 @@ def test_sock_connect_with_a_str_address_is_a_type_error(loop):
     loop.run_until_complete(main())
 
 
-class _ExportsOnce:
-    """A buffer exporter whose second export fails (the first is the
-    direct attempt, the second the attempt once the socket is ready)."""
-
-    def __init__(self):
-        self.exports = 0
-        self.data = bytearray(16)
-
-    def __buffer__(self, flags):
-        self.exports += 1
-        if self.exports > 1:
-            raise BufferError("gone")
-        return memoryview(self.data)
-
-
 @pytest.mark.parametrize("case", ["released memoryview", "export fails"])
 def test_sock_recv_into_a_buffer_gone_while_waiting_fails_the_wait(loop, case):
     if case == "export fails" and not hasattr(memoryview, "__buffer__"):
@@ -287,7 +272,7 @@ def test_sock_recv_into_a_buffer_gone_while_waiting_fails_the_wait(loop, case):
     loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
 
     async def main():
-        buf = memoryview(bytearray(16)) if case == "released memoryview" else _ExportsOnce()
+        buf = memoryview(bytearray(16)) if case == "released memoryview" else ExportsOnce()
         t = asyncio.ensure_future(loop.sock_recv_into(a, buf))
         await yield_passes(2)
         assert not t.done()
