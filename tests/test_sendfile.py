@@ -10,6 +10,7 @@ import asyncio
 import errno
 import io
 import socket
+import sys
 from unittest import mock
 
 import pytest
@@ -18,6 +19,11 @@ from _net import RecordingProtocol, payload, wait_for
 from _support import yield_passes
 
 pytestmark = pytest.mark.network
+
+# asyncio 3.14 sets the file position however a transfer ends (even when
+# nothing was sent) and its fallbacks seek to the offset even when it is 0;
+# 3.13 and older move it only once a byte went out.
+ALWAYS_SETS_POSITION = sys.version_info >= (3, 14)
 
 HOST = "127.0.0.1"
 # Small socket buffers make a few MiB enough to fill the path to a peer that
@@ -137,8 +143,10 @@ def test_sock_sendfile_offset_past_the_end_sends_nothing(loop, tcp_pair, blob):
             sent = await wait_for(loop.sock_sendfile(a, f, len(data) + 10))
             return sent, f.tell()
 
-    # Nothing was sent, so the position is left where it was.
-    assert loop.run_until_complete(main()) == (0, 7)
+    # Nothing was sent: 3.13 leaves the position where it was, 3.14 puts it
+    # at the offset (past the end).
+    expected = len(data) + 10 if ALWAYS_SETS_POSITION else 7
+    assert loop.run_until_complete(main()) == (0, expected)
 
 
 def test_sock_sendfile_empty_file(loop, tcp_pair, tmp_path):
@@ -276,6 +284,42 @@ def test_sock_sendfile_from_bytesio_falls_back(loop, tcp_pair):
     assert got == data[20_000:70_000]
 
 
+def test_sock_sendfile_fallback_at_offset_zero(loop, tcp_pair):
+    # The fallback reads from the offset on 3.14 even when it is 0; 3.13
+    # seeks only for a non-zero offset, so it reads from where the file is
+    # (and then puts the position at offset + sent all the same).
+    a, b = tcp_pair
+    data = payload(1000)
+    f = io.BytesIO(data)
+    f.seek(300)
+    expected = data if ALWAYS_SETS_POSITION else data[300:]
+    position = len(expected)
+
+    async def main():
+        read = loop.create_task(_recv_exactly(loop, b, len(expected)))
+        sent = await wait_for(loop.sock_sendfile(a, f))
+        return sent, f.tell(), await wait_for(read)
+
+    assert loop.run_until_complete(main()) == (len(expected), position, expected)
+
+
+def test_sendfile_fallback_at_offset_zero(loop):
+    data = payload(1000)
+    f = io.BytesIO(data)
+    f.seek(300)
+    expected = data if ALWAYS_SETS_POSITION else data[300:]
+    position = len(expected)
+
+    async def main():
+        server, tr, client, peer = await _transport_pair(loop)
+        sent = await wait_for(loop.sendfile(tr, f))
+        got = await wait_for(peer.received(len(expected)))
+        await _teardown(server, tr, client)
+        return sent, f.tell(), got
+
+    assert loop.run_until_complete(main()) == (len(expected), position, expected)
+
+
 @pytest.mark.parametrize("fallback", [False, True])
 def test_sock_sendfile_when_os_sendfile_refuses_the_file(
     loop, loop_name, tcp_pair, blob, fallback
@@ -302,7 +346,9 @@ def test_sock_sendfile_when_os_sendfile_refuses_the_file(
     if fallback:
         assert (position, got) == (1005, data[5:1005])
     else:
-        assert position == 0
+        # The failed call sent nothing: 3.14 still sets the position (to
+        # the offset), 3.13 leaves it alone.
+        assert position == (5 if ALWAYS_SETS_POSITION else 0)
 
 
 def test_sock_sendfile_on_a_closed_socket(loop, blob):

@@ -19,6 +19,7 @@ import errno
 import io
 import os
 import socket
+import sys
 
 from asyncio import constants, exceptions, protocols
 
@@ -35,6 +36,12 @@ _MAX_SENDFILE_BYTES = 0x7FFFF000
 _CALLS_PER_WAKEUP = 8
 # loop.sendfile()'s fallback chunk (asyncio's _sendfile_fallback uses 16 KiB).
 _TRANSPORT_FALLBACK_CHUNK = 16384
+# asyncio 3.14 moved the file position however a transfer ends (the native
+# path leaves it past what was sent even when nothing was, e.g. an offset
+# past the end), and its fallbacks seek to the offset whenever the file can
+# seek; 3.11-3.13 touch the position only once a byte went out, and seek
+# only for a non-zero offset.
+_ALWAYS_SETS_POSITION = sys.version_info >= (3, 14)
 
 
 def _check_sendfile_params(sock, file, offset, count):
@@ -56,6 +63,15 @@ def _check_offset_count(offset, count):
         raise TypeError(f"offset must be a non-negative integer (got {offset!r})")
     if offset < 0:
         raise ValueError(f"offset must be a non-negative integer (got {offset!r})")
+
+
+def _seek_to_offset(file, offset):
+    """Where the fallbacks start reading, as the running Python's asyncio."""
+    if _ALWAYS_SETS_POSITION:
+        if hasattr(file, "seek"):
+            file.seek(offset)
+    elif offset:
+        file.seek(offset)
 
 
 def _native_source(file):
@@ -83,7 +99,8 @@ class _SendfileJob:
     out means the pair cannot use sendfile (SendfileNotAvailableError, so the
     caller may fall back); later it is the caller's error, ENOTCONN then read
     as ConnectionError. The file position moves past what was sent when the
-    job finishes or fails; cancelling leaves it alone, as asyncio does.
+    job finishes or fails (on 3.13 and older only once something was sent);
+    cancelling leaves it alone, as asyncio does.
     """
 
     __slots__ = ("_fut", "_sock_fd", "_file_fd", "_start", "_offset", "_count", "_waited")
@@ -147,7 +164,7 @@ class _SendfileJob:
         return exc
 
     def _finish(self, exc):
-        if self.sent > 0:
+        if self.sent > 0 or _ALWAYS_SETS_POSITION:
             os.lseek(self._file_fd, self._offset, os.SEEK_SET)
         if exc is None:
             self._fut.set_result(self.sent)
@@ -194,8 +211,7 @@ class SendfileMixin:
                 self._remove_writer(fd)
 
     async def _sock_sendfile_fallback(self, sock, file, offset, count):
-        if offset:
-            file.seek(offset)
+        _seek_to_offset(file, offset)
         # Read at call time: CPython's tests change it around a test class.
         chunk = constants.SENDFILE_FALLBACK_READBUFFER_SIZE
         return await self._copy_chunks(file, offset, count, chunk, sock, None)
@@ -278,8 +294,7 @@ class SendfileMixin:
 
     async def _sendfile_fallback(self, transp, file, offset, count):
         _check_offset_count(offset, count)
-        if offset:
-            file.seek(offset)
+        _seek_to_offset(file, offset)
         proto = _SendfileProtocol(transp)
         try:
             return await self._copy_chunks(

@@ -1397,6 +1397,9 @@ fn writelines(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
             else => return null,
         }
     }
+    // asyncio 3.14+ drops (and counts) the call on a lost connection before
+    // it looks at the items, so even all-empty or unsendable ones count.
+    if (c.PY_MINOR_VERSION >= 14 and in.conn_lost > 0) return writeAfterLost(t);
     const seq = c.PySequence_Fast(arg, "writelines() argument must be iterable") orelse return null;
     defer py.decref(seq);
     const n: usize = @intCast(c.PySequence_Size(seq));
