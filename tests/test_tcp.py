@@ -903,6 +903,38 @@ def test_resume_reading_from_another_context(loop):
     assert loop.run_until_complete(main()) == [("data", "server-side"), ("data", after)]
 
 
+class _LostContextProtocol(RecordingProtocol):
+    """Records the value of ``_request_var`` connection_lost sees."""
+
+    def connection_lost(self, exc):
+        self.lost_sees = _request_var.get("MISSING")
+        super().connection_lost(exc)
+
+
+def test_connection_lost_after_close_from_another_context(loop):
+    # gh-140947: on 3.15 connection_lost runs in the transport's own context
+    # even when close() comes from a task with other contextvars; before
+    # 3.15 it runs in a copy of the closing caller's context.
+    async def main():
+        _request_var.set("server-side")
+        server, addr, served = await _serve(loop, _LostContextProtocol)
+        tr, _ = await _connect(loop, addr)
+        sproto = await _first(served)
+
+        async def close():
+            _request_var.set("closer")
+            sproto.transport.close()
+
+        await asyncio.create_task(close())
+        await wait_for(sproto.lost)
+        tr.close()
+        await _close_server(server)
+        return sproto.lost_sees
+
+    expected = "server-side" if sys.version_info >= (3, 15) else "closer"
+    assert loop.run_until_complete(main()) == expected
+
+
 class _FakeTransport:
     """Just enough of a transport for loop.sendfile()'s up-front checks."""
 
