@@ -864,6 +864,77 @@ def test_client_read_callbacks_see_the_connecting_context(loop):
     assert loop.run_until_complete(main()) == [("data", "client-side")]
 
 
+class _PausingContextProtocol(_ContextRecordingProtocol):
+    """Pauses reading after the first data_received."""
+
+    def data_received(self, data):
+        super().data_received(data)
+        if len(self.seen) == 1:
+            self.transport.pause_reading()
+
+
+def test_resume_reading_from_another_context(loop):
+    # gh-140947: on 3.15 a transport keeps its own context (the server's)
+    # for data_received after resume_reading() is called from a task with
+    # other contextvars; before 3.15 the resuming caller's context is taken.
+    async def main():
+        _request_var.set("server-side")
+        server, addr, served = await _serve(loop, _PausingContextProtocol)
+        tr, _ = await _connect(loop, addr)
+        sproto = await _first(served)
+        tr.write(b"a")
+        await sproto.received(1)
+        assert sproto.transport._paused and not sproto.transport.is_reading()
+
+        async def resume():
+            _request_var.set("resumer")
+            sproto.transport.resume_reading()
+
+        await asyncio.create_task(resume())
+        assert not sproto.transport._paused
+        tr.write(b"b")
+        await sproto.received(2)
+        seen = list(sproto.seen)
+        tr.close()
+        await _close_server(server)
+        return seen
+
+    after = "server-side" if sys.version_info >= (3, 15) else "resumer"
+    assert loop.run_until_complete(main()) == [("data", "server-side"), ("data", after)]
+
+
+class _LostContextProtocol(RecordingProtocol):
+    """Records the value of ``_request_var`` connection_lost sees."""
+
+    def connection_lost(self, exc):
+        self.lost_sees = _request_var.get("MISSING")
+        super().connection_lost(exc)
+
+
+def test_connection_lost_after_close_from_another_context(loop):
+    # gh-140947: on 3.15 connection_lost runs in the transport's own context
+    # even when close() comes from a task with other contextvars; before
+    # 3.15 it runs in a copy of the closing caller's context.
+    async def main():
+        _request_var.set("server-side")
+        server, addr, served = await _serve(loop, _LostContextProtocol)
+        tr, _ = await _connect(loop, addr)
+        sproto = await _first(served)
+
+        async def close():
+            _request_var.set("closer")
+            sproto.transport.close()
+
+        await asyncio.create_task(close())
+        await wait_for(sproto.lost)
+        tr.close()
+        await _close_server(server)
+        return sproto.lost_sees
+
+    expected = "server-side" if sys.version_info >= (3, 15) else "closer"
+    assert loop.run_until_complete(main()) == expected
+
+
 class _FakeTransport:
     """Just enough of a transport for loop.sendfile()'s up-front checks."""
 

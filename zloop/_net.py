@@ -11,6 +11,7 @@ and finish their future from the readiness callback.
 
 import asyncio
 import collections.abc
+import contextvars
 import errno
 import logging
 import operator
@@ -44,6 +45,11 @@ _NATIVE_ACCEPT_FAMILIES = frozenset((socket.AF_INET, socket.AF_INET6, socket.AF_
 # asyncio 3.14: a cancelled serve_forever() also closes the server's client
 # transports, so that wait_closed() does not wait on a hanging client.
 _SERVE_FOREVER_CLOSES_CLIENTS = sys.version_info >= (3, 14)
+# gh-140947 (3.15): a transport's callbacks run in its own context, the one
+# current when it was made (a server's connection: a copy of the context the
+# server started serving in), even after resume_reading() from a task whose
+# context differs. Before 3.15 each resume_reading() takes the caller's.
+_TRANSPORT_OWNS_CONTEXT = sys.version_info >= (3, 15)
 
 
 def _set_nodelay(sock):
@@ -168,9 +174,13 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
-        loop.call_soon(connection_made, self)
+        ctx = None
+        if _TRANSPORT_OWNS_CONTEXT:
+            ctx = contextvars.copy_context()
+            self._set_context(ctx)
+        loop.call_soon(connection_made, self, context=ctx)
         # Only once connection_made ran may data arrive.
-        loop.call_soon(self._start_reading)
+        loop.call_soon(self._start_reading, context=ctx)
         if waiter is not None:
             loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
 

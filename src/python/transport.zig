@@ -38,6 +38,7 @@ const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
 const transport_methods = @import("transport_methods.zig");
 const recvpool = @import("recvpool.zig");
+const state = @import("state.zig");
 const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
@@ -101,6 +102,9 @@ pub const Inner = struct {
     /// a copy of the current context taken when reading starts or resumes,
     /// as asyncio's `_add_reader` copies it into the reader `Handle`.
     context: ?*Obj = null,
+    /// `context` was set by `_set_context` (3.15, gh-140947): it is the
+    /// transport's own for its whole life, and resume_reading() keeps it.
+    context_fixed: bool = false,
     /// loop.sendfile() owns the socket (`_sendfile_begin`): write() raises,
     /// and once the buffer is flushed each writable event calls this
     /// callable (which runs os.sendfile) instead.
@@ -427,11 +431,17 @@ fn succeeded(r: ?*Obj) bool {
     return true;
 }
 
-/// `loop.call_soon(self._call_connection_lost, exc)`.
+/// `loop.call_soon(self._call_connection_lost, exc)`, with
+/// `context=` the transport's own where it keeps one (see `Inner.context_fixed`).
 fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
     defer py.decref(m);
-    return succeeded(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
+    const own: ?*Obj = if (t.inner) |in| (if (in.context_fixed) in.context else null) else null;
+    const ctx = own orelse return succeeded(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
+    // Slot 0 is scratch for PY_VECTORCALL_ARGUMENTS_OFFSET, as in py.callMethod.
+    var argv = [_]?*Obj{ null, t.loop.?, m, exc, ctx };
+    const r = c.PyObject_VectorcallMethod(names.call_soon, @ptrCast(&argv[1]), 3 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, state.get().kw_context);
+    return succeeded(r);
 }
 
 /// Applies the interest the transport's state calls for.
@@ -531,6 +541,7 @@ fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
 
 /// Takes a copy of the current context for the read side (see `Inner.context`).
 pub fn captureContext(in: *Inner) bool {
+    if (in.context_fixed) return true;
     const ctx = c.PyContext_CopyCurrent() orelse return false;
     py.xdecref(in.context);
     in.context = ctx;
@@ -1124,6 +1135,23 @@ fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     in.started = true;
     updateInterest(py.cast(Transport, self.?));
     return py.newref(py.none());
+}
+
+/// `_set_context(ctx)`: the context every read-side callback runs in from
+/// now on, whoever resumes reading (3.15's transports keep their own).
+fn setContext(self: ?*Obj, ctx: ?*Obj) callconv(.c) ?*Obj {
+    const in = innerOrRaise(self) orelse return null;
+    if (c.Py_TYPE(ctx.?) != &c.PyContext_Type) return py.raise(c.PyExc_TypeError, "_set_context(contextvars.Context)");
+    py.xdecref(in.context);
+    in.context = py.newref(ctx.?);
+    in.context_fixed = true;
+    return py.newref(py.none());
+}
+
+/// `_paused`: pause_reading() is in effect (the attribute asyncio's
+/// selector transports carry, read by code that waits for a pause).
+fn getPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(if (py.cast(Transport, self.?).inner) |in| in.paused else false);
 }
 
 fn setProtocolNative(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
@@ -1814,6 +1842,7 @@ var methods = [_]c.PyMethodDef{
     py.methodFast("_set_protocol", setProtocolNative, null),
     py.methodFast("_set_limits", shared.setLimits, null),
     py.methodNoArgs("_start_reading", startReading, null),
+    py.methodO("_set_context", setContext, null),
     py.methodNoArgs("_detach", detach, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
     py.methodNoArgs("_sendfile_end", sendfileEnd, null),
@@ -1826,6 +1855,7 @@ var getsets = [_]c.PyGetSetDef{
     py.getset("_conn_lost", getConnLost, null),
     py.getset("_sock_fd", getFd, null),
     py.getset("_protocol_paused", getProtocolPaused, null),
+    py.getset("_paused", getPaused, null),
     py.sentinel_getset,
 };
 
