@@ -305,6 +305,12 @@ class _WaitpidSpy:
         return self.effect(pid, options)
 
 
+# 3.11's stock watcher is a thread already blocked in the real waitpid when
+# the tests patch it.
+_STOCK_WAITS_IN_A_THREAD = pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11's stock watcher waits in a thread")
+
+
+@_STOCK_WAITS_IN_A_THREAD
 def test_child_reaped_elsewhere_reports_255(loop, run, monkeypatch, caplog):
     def reap_then_echild(pid, options):
         spy.real(pid, 0)  # someone else collected the status
@@ -325,7 +331,7 @@ def test_child_reaped_elsewhere_reports_255(loop, run, monkeypatch, caplog):
     assert _children() == []
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11's stock watcher waits in a thread")
+@_STOCK_WAITS_IN_A_THREAD
 def test_waitpid_error_is_reported_without_spinning(loop, run, monkeypatch):
     errors = []
     loop.set_exception_handler(lambda lp, context: errors.append(context.get("exception")))
