@@ -283,3 +283,80 @@ def test_closing_the_loop_with_live_children(loop_factory):
         del procs
         gc.collect()
     assert _fds() == before
+
+
+class _WaitpidSpy:
+    """Stands in for os.waitpid for one child: ``effect(pid, options)``
+    answers for it; other pids go to the real waitpid. ``called`` resolves
+    on the first call (from the loop, or from a stock watcher's thread)."""
+
+    def __init__(self, loop, pid, effect):
+        self.real = os.waitpid
+        self.loop, self.pid, self.effect = loop, pid, effect
+        self.calls = 0
+        self.called = loop.create_future()
+
+    def __call__(self, pid, options):
+        if pid != self.pid:
+            return self.real(pid, options)
+        self.calls += 1
+        if self.calls == 1:
+            self.loop.call_soon_threadsafe(self.called.set_result, None)
+        return self.effect(pid, options)
+
+
+# 3.11's stock watcher is a thread already blocked in the real waitpid when
+# the tests patch it.
+_STOCK_WAITS_IN_A_THREAD = pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11's stock watcher waits in a thread")
+
+
+@_STOCK_WAITS_IN_A_THREAD
+def test_child_reaped_elsewhere_reports_255(loop, run, monkeypatch, caplog):
+    def reap_then_echild(pid, options):
+        spy.real(pid, 0)  # someone else collected the status
+        raise ChildProcessError(10, "No child processes")
+
+    async def main():
+        nonlocal spy
+        proc = await asyncio.create_subprocess_exec(PY, "-c", "import sys; sys.stdin.read()", stdin=PIPE)
+        spy = _WaitpidSpy(asyncio.get_running_loop(), proc.pid, reap_then_echild)
+        monkeypatch.setattr(os, "waitpid", spy)
+        proc.stdin.close()
+        assert await proc.wait() == 255
+        assert spy.calls == 1
+
+    spy = None
+    run(main())
+    assert "will report returncode 255" in caplog.text
+    assert _children() == []
+
+
+@_STOCK_WAITS_IN_A_THREAD
+def test_waitpid_error_is_reported_without_spinning(loop, run, monkeypatch):
+    errors = []
+    loop.set_exception_handler(lambda lp, context: errors.append(context.get("exception")))
+
+    def fail(pid, options):
+        raise OSError(5, "unexpected")
+
+    async def main():
+        before = _fds()
+        proc = await asyncio.create_subprocess_exec(PY, "-c", "import sys; sys.stdin.read()", stdin=PIPE)
+        spy = _WaitpidSpy(asyncio.get_running_loop(), proc.pid, fail)
+        monkeypatch.setattr(os, "waitpid", spy)
+        proc.stdin.close()
+        await spy.called
+        for _ in range(20):  # a still-watched pidfd would call again
+            await asyncio.sleep(0)
+        monkeypatch.undo()
+        assert spy.calls == 1
+        assert proc.returncode is None  # the exit is never heard
+        os.waitpid(proc.pid, 0)
+        await asyncio.sleep(0)
+        if sys.version_info >= (3, 14):  # older stock watchers leak the pidfd
+            assert _fds() == before
+        return proc
+
+    proc = run(main())
+    assert [type(e) for e in errors] == [OSError]
+    proc._transport.close()

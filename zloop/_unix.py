@@ -37,6 +37,14 @@ _LOG_THRESHOLD_CONN_LOST = 5
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 
 
+def _exit_code(status):
+    """A wait status as a returncode (negative for a signal)."""
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return status  # not an exit nor a signal: hand on the raw status
+
+
 class _ReadPipeTransport(transports.ReadTransport):
     """Reads a pipe, FIFO, socket or character device into a Protocol."""
 
@@ -443,12 +451,29 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
             os.close(pidfd)
 
     def _reap(self):
-        """The child exited (its pidfd is readable): collect its status."""
+        """The child exited (its pidfd is readable): collect its status.
+
+        os.waitpid is looked up at each call, not bound by Popen at import,
+        so that code patching it (CPython's tests) sees the call."""
         if self._returncode is not None:
             return
-        returncode = self._proc.poll()
+        returncode = self._proc.returncode  # Popen.poll() may have reaped it
         if returncode is None:
-            return  # spurious wakeup: keep watching
+            try:
+                pid, status = os.waitpid(self._pid, os.WNOHANG)
+            except ChildProcessError:
+                # Reaped behind our back: asyncio's watchers report 255.
+                logger.warning("child process pid %d exit status already read: will report returncode 255", self._pid)
+                returncode = 255
+            except BaseException:
+                # The pidfd stays readable: release it rather than spin on
+                # it; the error goes to the loop's exception handler.
+                self._release_pidfd()
+                raise
+            else:
+                if pid == 0:
+                    return  # spurious wakeup: keep watching
+                returncode = _exit_code(status)
         self._release_pidfd()
         self._process_exited(returncode)
 
@@ -456,6 +481,10 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         if self._loop.get_debug():
             logger.info("%r exited with return code %r", self, returncode)
         self._returncode = returncode
+        if self._proc is not None and self._proc.returncode is None:
+            # Reaped here, not by Popen: tell Popen, or its poll() and
+            # wait() would meet ECHILD and report 0.
+            self._proc.returncode = returncode
         self._call(self._protocol.process_exited)
         self._try_finish()
         for waiter in self._exit_waiters:
