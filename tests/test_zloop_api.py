@@ -154,14 +154,21 @@ print(zloop.run(main(), debug=True))
 """
 
 
-def test_importing_and_using_zloop_raises_no_warning(zloop_module):
+def test_importing_and_using_zloop_raises_no_warning(zloop_module, tmp_path):
     # -W error: a warning from zloop's import or use (3.14 deprecates
     # asyncio's policy classes and asyncio.iscoroutinefunction) is an error.
+    import os
     import subprocess
     import sys
 
+    # The child imports the zloop this process runs (the checkout's in-place
+    # build, or the installed one), never the checkout by accident: its
+    # working directory, first on `-c`'s path, is empty.
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(zloop_module.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     out = subprocess.run([sys.executable, "-W", "error", "-c", _USE_ZLOOP],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["callback", "zloop._loop"]
 
