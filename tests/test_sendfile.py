@@ -284,15 +284,21 @@ def test_sock_sendfile_from_bytesio_falls_back(loop, tcp_pair):
     assert got == data[20_000:70_000]
 
 
+def _file_positioned_at_300():
+    """A 1000-byte file object whose position is 300, and what a fallback
+    sendfile from offset 0 sends of it on this Python."""
+    data = payload(1000)
+    f = io.BytesIO(data)
+    f.seek(300)
+    return f, (data if ALWAYS_SETS_POSITION else data[300:])
+
+
 def test_sock_sendfile_fallback_at_offset_zero(loop, tcp_pair):
     # The fallback reads from the offset on 3.14 even when it is 0; 3.13
     # seeks only for a non-zero offset, so it reads from where the file is
     # (and then puts the position at offset + sent all the same).
     a, b = tcp_pair
-    data = payload(1000)
-    f = io.BytesIO(data)
-    f.seek(300)
-    expected = data if ALWAYS_SETS_POSITION else data[300:]
+    f, expected = _file_positioned_at_300()
     position = len(expected)
 
     async def main():
@@ -304,10 +310,7 @@ def test_sock_sendfile_fallback_at_offset_zero(loop, tcp_pair):
 
 
 def test_sendfile_fallback_at_offset_zero(loop):
-    data = payload(1000)
-    f = io.BytesIO(data)
-    f.seek(300)
-    expected = data if ALWAYS_SETS_POSITION else data[300:]
+    f, expected = _file_positioned_at_300()
     position = len(expected)
 
     async def main():
