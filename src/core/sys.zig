@@ -100,10 +100,29 @@ comptime {
 
 // ---------------------------------------------------------------- tests
 
+const testing = @import("os/testing.zig");
+
 test {
     _ = common;
     _ = impl;
     if (is_linux) _ = linux;
+}
+
+fn expectOk(comptime T: type, r: Result(T)) !T {
+    return switch (r) {
+        .ok => |v| v,
+        .err => |e| {
+            std.debug.print("unexpected errno {s}\n", .{@tagName(e)});
+            return error.TestUnexpectedResult;
+        },
+    };
+}
+
+fn expectErr(comptime T: type, want: E, r: Result(T)) !void {
+    switch (r) {
+        .ok => return error.TestUnexpectedResult,
+        .err => |e| try std.testing.expectEqual(want, e),
+    }
 }
 
 test "monotonic clock advances" {
@@ -131,4 +150,119 @@ test "checkOpen tells an open fd from a closed one" {
     close(fds[1]);
     try std.testing.expectError(error.BadFd, checkOpen(fds[0]));
     try std.testing.expectEqual(@as(u16, @intFromEnum(E.BADF)), last_errno);
+}
+
+test "accept hands a connection over non-blocking and close-on-exec, with its peer's address" {
+    const l = try testing.tcpListener();
+    defer close(l.fd);
+    try expectErr(fd_t, .AGAIN, accept(l.fd, null, null));
+    const client = try testing.tcpConnect(l.port);
+    defer close(client);
+    var peer: sockaddr.storage = undefined;
+    var len: socklen_t = @sizeOf(sockaddr.storage);
+    const fd = try expectOk(fd_t, accept(l.fd, @ptrCast(&peer), &len));
+    defer close(fd);
+    const flags = try testing.flagsOf(fd);
+    try std.testing.expect(flags.cloexec and flags.nonblocking);
+    try std.testing.expectEqual(@as(socklen_t, @sizeOf(std.c.sockaddr.in)), len);
+    try std.testing.expectEqual(@as(@TypeOf(peer.family), std.c.AF.INET), peer.family);
+}
+
+test "send, sendv and recv round trip; FIONREAD counts what waits" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    noSigpipe(pair[0]);
+    try std.testing.expectEqual(@as(usize, 2), try expectOk(usize, send(pair[0], "ab")));
+    const parts = [_]iovec_const{
+        .{ .base = "cd", .len = 2 },
+        .{ .base = "ef", .len = 2 },
+    };
+    try std.testing.expectEqual(@as(usize, 4), try expectOk(usize, sendv(pair[0], &parts)));
+    try std.testing.expectEqual(@as(usize, 6), try expectOk(usize, bytesReadable(pair[1])));
+    var buf: [16]u8 = undefined;
+    const n = try expectOk(usize, recv(pair[1], &buf));
+    try std.testing.expectEqualStrings("abcdef", buf[0..n]);
+    try expectErr(usize, .AGAIN, recv(pair[1], &buf));
+    try std.testing.expect(iov_max >= 16);
+}
+
+test "a send to a peer that went away is EPIPE, never SIGPIPE" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    noSigpipe(pair[0]);
+    close(pair[1]);
+    // The test process would die here of SIGPIPE's default action.
+    try expectErr(usize, .PIPE, send(pair[0], "x"));
+    const part = [_]iovec_const{.{ .base = "y", .len = 1 }};
+    try expectErr(usize, .PIPE, sendv(pair[0], &part));
+}
+
+test "shutdownWrite: the peer reads end of file, and can still send back" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    try expectOk(void, shutdownWrite(pair[0]));
+    var buf: [4]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, recv(pair[1], &buf)));
+    _ = try expectOk(usize, send(pair[1], "ok"));
+    try std.testing.expectEqual(@as(usize, 2), try expectOk(usize, recv(pair[0], &buf)));
+}
+
+test "sendto and recvfrom carry a datagram and its sender's address" {
+    const a = try testing.udpSocket();
+    defer close(a.fd);
+    const b = try testing.udpSocket();
+    defer close(b.fd);
+    const to = testing.loopbackAddress(b.port);
+    const sent = sendto(a.fd, "ping", @ptrCast(&to), @sizeOf(@TypeOf(to)));
+    try std.testing.expectEqual(@as(usize, 4), try expectOk(usize, sent));
+    var from: sockaddr.storage = undefined;
+    var len: socklen_t = @sizeOf(sockaddr.storage);
+    var buf: [8]u8 = undefined;
+    const n = try expectOk(usize, recvfrom(b.fd, &buf, @ptrCast(&from), &len));
+    try std.testing.expectEqualStrings("ping", buf[0..n]);
+    const sender: *const std.c.sockaddr.in = @ptrCast(@alignCast(&from));
+    try std.testing.expectEqual(a.port, std.mem.bigToNative(u16, sender.port));
+}
+
+test "sendfile sends a file's range from an offset and advances the offset" {
+    const file = try testing.tempFile("hello, world");
+    defer close(file);
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    noSigpipe(pair[0]);
+    var offset: i64 = 7;
+    try std.testing.expectEqual(@as(usize, 5), try expectOk(usize, sendfile(pair[0], file, &offset, 100)));
+    try std.testing.expectEqual(@as(i64, 12), offset);
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, sendfile(pair[0], file, &offset, 100)));
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, sendfile(pair[0], file, &offset, 0)));
+    var buf: [16]u8 = undefined;
+    const n = try expectOk(usize, recv(pair[1], &buf));
+    try std.testing.expectEqualStrings("world", buf[0..n]);
+}
+
+test "statPath sees what a path names; unlink removes it; both fail with the target's errno" {
+    var buf: [64]u8 = undefined;
+    const path = try testing.tempPath(&buf);
+    try expectErr(PathStat, .NOENT, statPath(path));
+    try expectErr(void, .NOENT, unlink(path));
+    const l = try testing.unixListener(path);
+    defer close(l);
+    const st = try expectOk(PathStat, statPath(path));
+    try std.testing.expect(st.mode & 0o170000 == 0o140000); // S_IFSOCK
+    try std.testing.expect(st.ino != 0);
+    try expectOk(void, unlink(path));
+    try expectErr(PathStat, .NOENT, statPath(path));
+}
+
+test "a call on a closed fd fails with EBADF" {
+    const fds = try pipe();
+    close(fds[0]);
+    close(fds[1]);
+    var buf: [1]u8 = undefined;
+    try expectErr(usize, .BADF, recv(fds[0], &buf));
+    try expectErr(usize, .BADF, bytesReadable(fds[0]));
+    try std.testing.expectError(error.BadFd, recv(fds[0], &buf).unwrap());
 }

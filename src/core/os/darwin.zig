@@ -10,6 +10,9 @@ const Result = common.Result;
 const fd_t = common.fd_t;
 
 /// No MSG_NOSIGNAL: each socket gets SO_NOSIGPIPE instead (`noSigpipe`).
+/// FIONREAD, _IOR('f', 127, int): Zig's std names it for FreeBSD only.
+pub const fionread: u32 = 0x4004667f;
+
 pub const send_flags: u32 = 0;
 
 pub fn noSigpipe(fd: fd_t) void {

@@ -9,6 +9,8 @@ const darwin = @import("darwin.zig");
 const Result = common.Result;
 const fd_t = common.fd_t;
 
+pub const fionread: u32 = c.T.FIONREAD;
+
 pub const send_flags: u32 = c.MSG.NOSIGNAL;
 
 pub fn noSigpipe(fd: fd_t) void {

@@ -11,6 +11,8 @@ const posix = @import("posix.zig");
 const Result = common.Result;
 const fd_t = common.fd_t;
 
+pub const fionread: u32 = std.os.linux.T.FIONREAD;
+
 pub const send_flags: u32 = c.MSG.NOSIGNAL;
 
 pub fn noSigpipe(fd: fd_t) void {

@@ -194,7 +194,7 @@ pub fn shutdownWrite(fd: fd_t) Result(void) {
 /// How many bytes a read of `fd` would get now (FIONREAD).
 pub fn bytesReadable(fd: fd_t) Result(usize) {
     var n: c_int = 0;
-    const rc = c.ioctl(fd, @bitCast(@as(u32, c.T.FIONREAD)), &n);
+    const rc = c.ioctl(fd, @bitCast(@as(u32, target.fionread)), &n);
     if (rc < 0) return .{ .err = errno() };
     return .{ .ok = @intCast(@max(n, 0)) };
 }
