@@ -839,3 +839,65 @@ fn caseOneShotWatcher(r: *Reactor) !void {
     try std.testing.expectEqual(@as(u32, 4), w.hits);
     r.detach(&w.w);
 }
+
+const testing = @import("os/testing.zig");
+
+const ChildProbe = struct {
+    w: ChildWatcher = .{ .on_exit = onExit },
+    exits: u32 = 0,
+    status: ?u32 = null,
+
+    fn onExit(w: *ChildWatcher, status: ?u32) RunError!void {
+        const p: *ChildProbe = @fieldParentPtr("w", w);
+        std.debug.assert(!w.active); // the watch is over when this runs
+        p.exits += 1;
+        p.status = status;
+    }
+};
+
+test "a child's exit is reported once, with its wait status, and the child left to reap" {
+    try eachBackend(caseChildExit);
+}
+
+fn caseChildExit(r: *Reactor) !void {
+    const hold = try testing.blockingPipe();
+    defer sys.close(hold[0]);
+    const pid = try testing.spawnChild(5, hold);
+    var probe: ChildProbe = .{};
+    try r.watchChild(&probe.w, pid);
+    try std.testing.expect(probe.w.active);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.callSoon(&nop);
+    try r.runOnce(); // running: nothing to report
+    try std.testing.expectEqual(@as(u32, 0), probe.exits);
+    sys.close(hold[1]); // the child exits now
+    try pollRetryingPass(r, &probe.exits, 1);
+    try std.testing.expectEqual(@as(?u32, 5 << 8), probe.status);
+    try std.testing.expect(!probe.w.active and r.children.items.len == 0);
+    // Not reaped by the watch: waitpid still finds it.
+    try std.testing.expectEqual(@as(u32, 5 << 8), try testing.reap(pid));
+}
+
+test "an unwatched child's exit is never reported; a process that is gone cannot be watched" {
+    try eachBackend(caseChildUnwatched);
+}
+
+fn caseChildUnwatched(r: *Reactor) !void {
+    const hold = try testing.blockingPipe();
+    defer sys.close(hold[0]);
+    const pid = try testing.spawnChild(0, hold);
+    var probe: ChildProbe = .{};
+    try r.watchChild(&probe.w, pid);
+    r.unwatchChild(&probe.w);
+    r.unwatchChild(&probe.w); // twice is nothing
+    sys.close(hold[1]);
+    _ = try testing.reap(pid);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 0), probe.exits);
+    // Reaped: no such process any more (ESRCH).
+    try std.testing.expectError(error.Unexpected, r.watchChild(&probe.w, pid));
+    try std.testing.expectEqual(@as(u16, @intFromEnum(sys.E.SRCH)), sys.last_errno);
+    try std.testing.expect(!probe.w.active and r.children.items.len == 0);
+}

@@ -373,3 +373,155 @@ fn receiptErrno(k: kq.Kevent) sys.E {
 }
 
 const fail = sys.fail;
+
+// ---------------------------------------------------------------- tests
+
+const testing = @import("../os/testing.zig");
+const expect = std.testing.expect;
+const expectEqual = std.testing.expectEqual;
+
+fn pollOne(b: *Backend, timeout_ms: i32) !api.Event {
+    var out: [8]api.Event = undefined;
+    const n = try api.pollRetrying(b, timeout_ms, &out);
+    try expectEqual(@as(usize, 1), n);
+    return out[0];
+}
+
+fn pollNone(b: *Backend) !void {
+    var out: [8]api.Event = undefined;
+    try expectEqual(@as(usize, 0), try b.poll(0, &out));
+}
+
+test "kqueue: level-triggered read is reported on every poll while data waits; removal stops it" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const pair = try testing.socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
+    try pollNone(&b);
+    _ = try sys.write(pair[1], "abcd");
+    for (0..2) |_| {
+        const ev = try pollOne(&b, 1000);
+        try expect(ev.fd == pair[0] and ev.readable and !ev.writable);
+    }
+    var buf: [8]u8 = undefined;
+    _ = try sys.read(pair[0], &buf);
+    try pollNone(&b);
+    _ = try sys.write(pair[1], "e");
+    try b.setInterest(pair[0], .{ .read = true }, .{}, .{});
+    try pollNone(&b);
+}
+
+test "kqueue: an fd's read and write events merge into one event" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const pair = try testing.socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    _ = try sys.write(pair[1], "x");
+    try b.setInterest(pair[0], .{}, .{ .read = true, .write = true }, .{});
+    const ev = try pollOne(&b, 1000);
+    try expect(ev.fd == pair[0] and ev.readable and ev.writable);
+}
+
+test "kqueue: a one-shot registration of both directions is disarmed whole by one event" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const pair = try testing.socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    // Writable at once, readable later: the write event disarms reads too.
+    try b.setInterest(pair[0], .{}, .{ .read = true, .write = true }, .{ .oneshot = true });
+    const ev = try pollOne(&b, 1000);
+    try expect(ev.writable and !ev.readable);
+    _ = try sys.write(pair[1], "x");
+    try pollNone(&b);
+    // Re-armed (EV_ENABLE): reported again, once.
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{ .oneshot = true, .registered = true });
+    try expect((try pollOne(&b, 1000)).readable);
+    try pollNone(&b);
+    // Level-triggered from now on: the filter is re-created.
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{ .registered = true });
+    for (0..2) |_| try expect((try pollOne(&b, 1000)).readable);
+    try b.setInterest(pair[0], .{ .read = true }, .{}, .{ .forget = true });
+    try pollNone(&b);
+}
+
+test "kqueue: end of file with data pending is readable, not an error; a write side gone wakes both" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const pair = try testing.socketPair();
+    defer sys.close(pair[0]);
+    _ = try sys.write(pair[1], "last");
+    sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
+    const ev = try pollOne(&b, 1000);
+    try expect(ev.readable and !ev.writable);
+    var buf: [8]u8 = undefined;
+    try expectEqual(@as(usize, 4), try sys.read(pair[0], &buf));
+    try b.setInterest(pair[0], .{ .read = true }, .{ .write = true }, .{});
+    const gone = try pollOne(&b, 1000);
+    try expect(gone.writable and gone.readable);
+}
+
+test "kqueue: a bad fd fails to register; dropping a closed fd's filters is no error" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const fds = try sys.pipe();
+    sys.close(fds[1]);
+    try b.setInterest(fds[0], .{}, .{ .read = true }, .{});
+    sys.close(fds[0]);
+    try std.testing.expectError(error.BadFd, b.setInterest(fds[0], .{}, .{ .write = true }, .{}));
+    try b.setInterest(fds[0], .{ .read = true }, .{}, .{ .forget = true });
+}
+
+test "kqueue: a disarmed one-shot filter whose fd was closed is added anew for the next file" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const old = try testing.socketPair();
+    defer sys.close(old[1]);
+    _ = try sys.write(old[1], "x");
+    try b.setInterest(old[0], .{}, .{ .read = true }, .{ .oneshot = true });
+    try expect((try pollOne(&b, 1000)).readable);
+    sys.close(old[0]); // the kernel drops the disarmed filter
+    const new = try testing.socketPair(); // likely under the same number
+    defer sys.close(new[0]);
+    defer sys.close(new[1]);
+    _ = try sys.write(new[1], "y");
+    try b.setInterest(new[0], .{}, .{ .read = true }, .{ .oneshot = true, .registered = true });
+    const ev = try pollOne(&b, 1000);
+    try expect(ev.fd == new[0] and ev.readable);
+}
+
+test "kqueue: a wake from another thread ends a blocking poll, reported once" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const t = try std.Thread.spawn(.{}, Backend.wake, .{&b});
+    const ev = try pollOne(&b, -1);
+    t.join();
+    try expectEqual(api.wake_fd, ev.fd);
+    b.wake();
+    b.wake();
+    try expectEqual(api.wake_fd, (try pollOne(&b, 0)).fd);
+    try pollNone(&b);
+}
+
+test "kqueue: a child's exit is reported once, with its wait status; an unwatched one never" {
+    var b = try Backend.init();
+    defer b.deinit();
+    var exit: api.ChildExit = .{ .pid = try testing.spawnChild(7, null), .serial = 3 };
+    try b.watchChild(&exit);
+    const ev = try pollOne(&b, 5000);
+    try expectEqual(api.childEventFd(3), ev.fd);
+    try expectEqual(@as(?u32, 7 << 8), exit.status);
+    try expectEqual(@as(u32, 7 << 8), try testing.reap(exit.pid));
+    const hold = try testing.blockingPipe();
+    defer sys.close(hold[0]);
+    var other: api.ChildExit = .{ .pid = try testing.spawnChild(0, hold), .serial = 4 };
+    try b.watchChild(&other);
+    b.unwatchChild(&other);
+    sys.close(hold[1]);
+    _ = try testing.reap(other.pid);
+    try pollNone(&b);
+}

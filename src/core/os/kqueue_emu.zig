@@ -423,12 +423,15 @@ const Queue = struct {
     fn scan(q: *Queue, out: []Kevent, deadline_ns: ?i128) Failed!usize {
         if (!q.signal_registered and q.hasSignals()) try q.watchSignals();
         while (true) {
-            var n = q.collectSoft(out, 0);
-            const wait_ms: i32 = if (n > 0) 0 else msUntil(deadline_ns);
+            // A kevent is reported once per call at most: the soft ones
+            // are collected after the wait, which does not block if one is
+            // ready already.
+            const wait_ms: i32 = if (q.softReady()) 0 else msUntil(deadline_ns);
             var evs: [64]linux.epoll_event = undefined;
             const got = try q.wait(evs[0..@min(evs.len, out.len)], wait_ms);
+            var n: usize = 0;
             for (evs[0..got]) |ev| n = q.dispatch(ev.data.u64, out, n);
-            if (n < out.len) n = q.collectSoft(out, n);
+            n = q.collectSoft(out, n);
             if (n > 0 or wait_ms == 0) return n;
         }
     }
@@ -484,6 +487,11 @@ const Queue = struct {
             n = q.report(kn, out, n, ev.events);
         }
         return n;
+    }
+
+    fn softReady(q: *const Queue) bool {
+        for (q.soft.items) |kn| if (kn.enabled and kn.softReady()) return true;
+        return false;
     }
 
     /// Triggered USER kevents and SIGNAL kevents that counted deliveries.
@@ -977,3 +985,426 @@ const signals = struct {
         }
     }
 };
+
+// ---------------------------------------------------------------- tests
+//
+// Each test names the rule of kqueue(2) it checks, quoted from FreeBSD's
+// manual page (and macOS's where they agree).
+
+const testing = @import("testing.zig");
+const expect = std.testing.expect;
+const expectEqual = std.testing.expectEqual;
+
+fn make(ident: usize, filter: i16, flags: u16, fflags: u32, data: i64, udata: usize) Kevent {
+    return .{ .ident = ident, .filter = filter, .flags = flags, .fflags = fflags, .data = data, .udata = udata };
+}
+
+const Kq = struct {
+    fd: c_int,
+
+    fn open() !Kq {
+        const fd = kqueue();
+        if (fd < 0) return error.Unexpected;
+        return .{ .fd = fd };
+    }
+
+    fn deinit(q: Kq) void {
+        close(q.fd);
+    }
+
+    /// Applies `changes`, expecting success and no entry back.
+    fn apply(q: Kq, changes: []const Kevent) !void {
+        var none: [0]Kevent = .{};
+        try expectEqual(@as(c_int, 0), kevent(q.fd, changes.ptr, @intCast(changes.len), &none, 0, null));
+    }
+
+    /// Applies one change that must fail; its errno.
+    fn refuse(q: Kq, ch: Kevent) !E {
+        var none: [0]Kevent = .{};
+        try expectEqual(@as(c_int, -1), kevent(q.fd, &[_]Kevent{ch}, 1, &none, 0, null));
+        return @enumFromInt(c._errno().*);
+    }
+
+    /// Waits up to `ms` for events.
+    fn wait(q: Kq, out: []Kevent, ms: i64) !usize {
+        const ts: c.timespec = .{ .sec = @intCast(@divTrunc(ms, 1000)), .nsec = @intCast(@rem(ms, 1000) * 1_000_000) };
+        const rc = kevent(q.fd, out.ptr, 0, out.ptr, @intCast(out.len), &ts);
+        if (rc < 0) return error.Unexpected;
+        return @intCast(rc);
+    }
+
+    /// Exactly one event within `ms`.
+    fn one(q: Kq, ms: i64) !Kevent {
+        var out: [4]Kevent = undefined;
+        try expectEqual(@as(usize, 1), try q.wait(&out, ms));
+        return out[0];
+    }
+
+    fn quiet(q: Kq) !void {
+        var out: [4]Kevent = undefined;
+        try expectEqual(@as(usize, 0), try q.wait(&out, 0));
+    }
+};
+
+fn writeAll(fd: i32, bytes: []const u8) !void {
+    try expectEqual(bytes.len, try check(linux.write(fd, bytes.ptr, bytes.len)));
+}
+
+test "EVFILT_READ: 'data contains the number of bytes of protocol data available to read'; udata 'passed through the kernel unchanged'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 0xfeed)});
+    try q.quiet();
+    try writeAll(pair[1], "hello");
+    const ev = try q.one(1000);
+    try expect(ev.ident == @as(usize, @intCast(pair[0])) and ev.filter == EVFILT.READ);
+    try expectEqual(@as(i64, 5), ev.data);
+    try expectEqual(@as(usize, 0xfeed), ev.udata);
+    try expect(ev.flags & EV.EOF == 0);
+    // Level-triggered: still there while the data waits.
+    try expectEqual(@as(i64, 5), (try q.one(0)).data);
+}
+
+test "'Re-adding an existing event will modify the parameters of the original event, and not result in a duplicate entry'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    try writeAll(pair[1], "x");
+    try q.apply(&.{
+        make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 1),
+        make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 2),
+    });
+    const ev = try q.one(1000);
+    try expectEqual(@as(usize, 2), ev.udata);
+}
+
+test "'EV_DELETE ... ENOENT: The event could not be found to be modified or deleted'; EV_ENABLE and EV_DISABLE likewise" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const fds = try testing.blockingPipe();
+    defer testing.close(fds[0]);
+    defer testing.close(fds[1]);
+    inline for (.{ EV.DELETE, EV.ENABLE, EV.DISABLE }) |flag| {
+        try expectEqual(E.NOENT, try q.refuse(make(@intCast(fds[0]), EVFILT.READ, flag, 0, 0, 0)));
+    }
+    try expectEqual(E.NOENT, try q.refuse(make(9, EVFILT.USER, EV.DELETE, 0, 0, 0)));
+    try expectEqual(E.INVAL, try q.refuse(make(1, 99, EV.ADD, 0, 0, 0)));
+}
+
+test "'If an error occurs while processing an element of the changelist and there is enough room in the eventlist, then the event will be placed in the eventlist with EV_ERROR set in flags and the system error in data'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    var io = [_]Kevent{
+        make(7, EVFILT.USER, EV.DELETE, 0, 0, 0x77),
+        make(8, EVFILT.USER, EV.ADD | EV.CLEAR, NOTE.TRIGGER, 0, 0),
+    };
+    // Placed as it happens, the later change still applied; the entries
+    // come back at once, without the pending trigger.
+    var out: [4]Kevent = undefined;
+    try expectEqual(@as(c_int, 1), kevent(q.fd, &io, 2, &out, 4, null));
+    try expectEqual(@as(u16, EV.ERROR), out[0].flags);
+    try expectEqual(@as(i64, @intFromEnum(E.NOENT)), out[0].data);
+    try expect(out[0].ident == 7 and out[0].udata == 0x77);
+    try expectEqual(@as(usize, 8), (try q.one(0)).ident);
+}
+
+test "'Otherwise, -1 will be returned, and errno will be set to indicate the error condition' (and the changes after it are not applied)" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const changes = [_]Kevent{
+        make(7, EVFILT.USER, EV.DELETE, 0, 0, 0),
+        make(8, EVFILT.USER, EV.ADD, NOTE.TRIGGER, 0, 0),
+    };
+    var none: [0]Kevent = .{};
+    try expectEqual(@as(c_int, -1), kevent(q.fd, &changes, 2, &none, 0, null));
+    try expectEqual(@as(c_int, @intFromEnum(E.NOENT)), c._errno().*);
+    try expectEqual(E.NOENT, try q.refuse(make(8, EVFILT.USER, EV.DELETE, 0, 0, 0)));
+}
+
+test "EV_RECEIPT 'forces EV_ERROR to always be returned. When a filter is successfully added the data field will be zero'; no pending event is drained" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD, NOTE.TRIGGER, 0, 0)}); // pending
+    var io = [_]Kevent{
+        make(2, EVFILT.USER, EV.ADD | EV.RECEIPT, 0, 0, 0),
+        make(3, EVFILT.USER, EV.DELETE | EV.RECEIPT, 0, 0, 0),
+    };
+    try expectEqual(@as(c_int, 2), kevent(q.fd, &io, 2, &io, 2, null));
+    try expect(io[0].flags == EV.ERROR and io[0].data == 0 and io[0].ident == 2);
+    try expect(io[1].flags == EV.ERROR and io[1].data == @intFromEnum(E.NOENT));
+    try expectEqual(@as(usize, 1), (try q.one(0)).ident);
+}
+
+test "'The changelist' is applied in order: an add then a delete leaves nothing; a delete then an add leaves the filter" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{ make(1, EVFILT.USER, EV.ADD, 0, 0, 0), make(1, EVFILT.USER, EV.DELETE, 0, 0, 0) });
+    try expectEqual(E.NOENT, try q.refuse(make(1, EVFILT.USER, EV.DELETE, 0, 0, 0)));
+    try q.apply(&.{make(2, EVFILT.USER, EV.ADD, 0, 0, 0)});
+    try q.apply(&.{ make(2, EVFILT.USER, EV.DELETE, 0, 0, 0), make(2, EVFILT.USER, EV.ADD, NOTE.TRIGGER, 0, 0) });
+    try expectEqual(@as(usize, 2), (try q.one(0)).ident);
+}
+
+test "EV_ONESHOT 'Causes the event to return only the first occurrence of the filter being triggered. After the user retrieves the event from the kqueue, it is deleted.'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    try writeAll(pair[1], "x");
+    try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD | EV.ONESHOT, 0, 0, 0)});
+    try expect((try q.one(1000)).flags & EV.ONESHOT != 0);
+    try q.quiet();
+    try expectEqual(E.NOENT, try q.refuse(make(@intCast(pair[0]), EVFILT.READ, EV.DELETE, 0, 0, 0)));
+}
+
+test "EV_DISPATCH 'Disable the event source immediately after delivery of an event'; EV_ENABLE 'Permit kevent() to return the event if it is triggered'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    const id: usize = @intCast(pair[0]);
+    try writeAll(pair[1], "x");
+    try q.apply(&.{make(id, EVFILT.READ, EV.ADD | EV.DISPATCH, 0, 0, 0)});
+    _ = try q.one(1000);
+    try q.quiet(); // still readable, but disabled
+    try q.apply(&.{make(id, EVFILT.READ, EV.ENABLE, 0, 0, 0)});
+    _ = try q.one(1000);
+    try q.quiet();
+    // Re-adding keeps EV_DISPATCH (fixed at creation) and enables it.
+    try q.apply(&.{make(id, EVFILT.READ, EV.ADD, 0, 0, 0)});
+    try expect((try q.one(1000)).flags & EV.DISPATCH != 0);
+    try q.quiet();
+}
+
+test "EV_DISABLE 'Disable the event so kevent() will not return it'; 'Adding an event automatically enables it, unless overridden by the EV_DISABLE flag'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD | EV.DISABLE, NOTE.TRIGGER, 0, 0)});
+    try q.quiet();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD, 0, 0, 0)});
+    try expectEqual(@as(usize, 1), (try q.one(0)).ident);
+    try q.apply(&.{make(1, EVFILT.USER, EV.DISABLE, 0, 0, 0)});
+    try q.quiet();
+}
+
+test "EV_CLEAR 'After the event is retrieved by the user, its state is reset': a socket reports new data only" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD | EV.CLEAR, 0, 0, 0)});
+    try writeAll(pair[1], "ab");
+    try expectEqual(@as(i64, 2), (try q.one(1000)).data);
+    try q.quiet(); // the data is still there, unread
+    try writeAll(pair[1], "c");
+    try expectEqual(@as(i64, 3), (try q.one(1000)).data);
+}
+
+test "EVFILT_READ on a socket: 'If the read direction of the socket has shutdown, then the filter also sets EV_EOF'; 'It is possible for EOF to be returned ... while there is still data pending'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    try writeAll(pair[1], "tail");
+    testing.close(pair[1]);
+    try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 0)});
+    const ev = try q.one(1000);
+    try expect(ev.flags & EV.EOF != 0);
+    try expectEqual(@as(i64, 4), ev.data);
+    try expectEqual(@as(u32, 0), ev.fflags); // no error to report (see header)
+}
+
+test "EVFILT_READ on a listening socket: 'data contains the size of the listen backlog'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const l = try testing.tcpListener();
+    defer testing.close(l.fd);
+    try q.apply(&.{make(@intCast(l.fd), EVFILT.READ, EV.ADD, 0, 0, 0)});
+    try q.quiet();
+    const a = try testing.tcpConnect(l.port);
+    defer testing.close(a);
+    const b = try testing.tcpConnect(l.port);
+    defer testing.close(b);
+    try expectEqual(@as(i64, 2), (try q.one(1000)).data);
+}
+
+test "EVFILT_WRITE: 'data will contain the amount of space remaining in the write buffer'; 'EV_EOF when the reader disconnects'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const fds = try testing.blockingPipe();
+    defer testing.close(fds[1]);
+    try q.apply(&.{make(@intCast(fds[1]), EVFILT.WRITE, EV.ADD, 0, 0, 0)});
+    const room = (try q.one(1000)).data;
+    try expect(room > 0);
+    try writeAll(fds[1], "0123456789");
+    try expectEqual(room - 10, (try q.one(1000)).data);
+    testing.close(fds[0]);
+    try expect((try q.one(1000)).flags & EV.EOF != 0);
+}
+
+test "EVFILT_TIMER: 'data contains the number of times the timeout has expired since the last call'; periodic 'unless EV_ONESHOT'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(5, EVFILT.TIMER, EV.ADD, NOTE.USECONDS, 1000, 0)});
+    const first = try q.one(1000);
+    try expect(first.ident == 5 and first.data >= 1 and first.flags & EV.CLEAR != 0);
+    _ = try q.one(1000); // periodic: again
+    try q.apply(&.{make(5, EVFILT.TIMER, EV.DELETE, 0, 0, 0)});
+    try q.apply(&.{make(6, EVFILT.TIMER, EV.ADD | EV.ONESHOT, 0, 1, 0)}); // 1 ms
+    try expectEqual(@as(i64, 1), (try q.one(1000)).data);
+    var out: [2]Kevent = undefined;
+    try expectEqual(@as(usize, 0), try q.wait(&out, 20));
+    try expectEqual(E.NOENT, try q.refuse(make(6, EVFILT.TIMER, EV.DELETE, 0, 0, 0)));
+}
+
+test "EVFILT_TIMER: 'If an existing timer is re-added, the existing timer will be effectively canceled ... and re-started'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(5, EVFILT.TIMER, EV.ADD, NOTE.SECONDS, 3600, 0)});
+    try q.quiet();
+    try q.apply(&.{make(5, EVFILT.TIMER, EV.ADD, NOTE.NSECONDS, 1000, 0)});
+    try expectEqual(@as(usize, 5), (try q.one(1000)).ident);
+}
+
+test "EVFILT_USER: 'NOTE_TRIGGER Cause the event to be triggered'; NOTE_FFOR/FFAND/FFCOPY; 'On return, fflags contains the users defined flags in the lower 24 bits'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD | EV.CLEAR, 0x1, 0, 0)});
+    try q.quiet();
+    try q.apply(&.{make(1, EVFILT.USER, 0, NOTE.TRIGGER | NOTE.FFOR | 0x6, 42, 0)});
+    const ev = try q.one(0);
+    try expect(ev.fflags == 0x7 and ev.data == 42);
+    try q.quiet(); // EV_CLEAR: reset once retrieved
+    try q.apply(&.{make(1, EVFILT.USER, 0, NOTE.TRIGGER | NOTE.FFAND | 0x2, 0, 0)});
+    try expectEqual(@as(u32, 0x2), (try q.one(0)).fflags);
+    try q.apply(&.{make(1, EVFILT.USER, 0, NOTE.TRIGGER | NOTE.FFCOPY | 0x30, 0, 0)});
+    try expectEqual(@as(u32, 0x30), (try q.one(0)).fflags);
+    // Without EV_CLEAR a triggered event stays triggered.
+    try q.apply(&.{make(2, EVFILT.USER, EV.ADD, NOTE.TRIGGER, 0, 0)});
+    for (0..2) |_| try expectEqual(@as(usize, 2), (try q.one(0)).ident);
+}
+
+test "EVFILT_USER: a trigger from another thread wakes a kevent() that waits" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD | EV.CLEAR, 0, 0, 0)});
+    const Trigger = struct {
+        fn run(kq: Kq) void {
+            kq.apply(&.{make(1, EVFILT.USER, 0, NOTE.TRIGGER, 0, 0)}) catch {};
+        }
+    };
+    const t = try std.Thread.spawn(.{}, Trigger.run, .{q});
+    defer t.join();
+    var out: [2]Kevent = undefined;
+    const n = kevent(q.fd, &out, 0, &out, 2, null);
+    try expectEqual(@as(c_int, 1), n);
+}
+
+var chained_calls = std.atomic.Value(u32).init(0);
+
+fn countChained(_: c.SIG) callconv(.c) void {
+    _ = chained_calls.fetchAdd(1, .acq_rel);
+}
+
+test "EVFILT_SIGNAL: 'data returns the number of times the signal has occurred since the last call'; it 'coexists with the signal() and sigaction() facilities'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const sig = c.SIG.USR2;
+    var own: c.Sigaction = .{ .handler = .{ .handler = countChained }, .mask = std.mem.zeroes(c.sigset_t), .flags = 0 };
+    var before: c.Sigaction = undefined;
+    try expect(c.sigaction(sig, &own, &before) == 0);
+    defer _ = c.sigaction(sig, &before, null);
+    try q.apply(&.{make(@intFromEnum(sig), EVFILT.SIGNAL, EV.ADD, 0, 0, 0)});
+    _ = c.raise(sig);
+    _ = c.raise(sig);
+    const ev = try q.one(1000);
+    try expect(ev.data == 2 and ev.flags & EV.CLEAR != 0);
+    try expectEqual(@as(u32, 2), chained_calls.load(.acquire)); // the handler ran too
+    try q.quiet();
+    try q.apply(&.{make(@intFromEnum(sig), EVFILT.SIGNAL, EV.DELETE, 0, 0, 0)});
+    var now: c.Sigaction = undefined;
+    _ = c.sigaction(sig, null, &now);
+    try expect(now.handler.handler == countChained); // put back
+}
+
+test "EVFILT_PROC NOTE_EXIT: 'The exit status will be stored in data'; reported with EV_EOF and EV_ONESHOT; ESRCH: 'The specified process to attach to does not exist'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const hold = try testing.blockingPipe();
+    defer testing.close(hold[0]);
+    const pid = try testing.spawnChild(3, hold);
+    try q.apply(&.{make(@intCast(pid), EVFILT.PROC, EV.ADD, NOTE.EXIT, 0, 9)});
+    try q.quiet();
+    testing.close(hold[1]);
+    const ev = try q.one(5000);
+    try expect(ev.fflags == NOTE.EXIT and ev.data == 3 << 8 and ev.udata == 9);
+    try expect(ev.flags & EV.EOF != 0 and ev.flags & EV.ONESHOT != 0);
+    try expectEqual(E.NOENT, try q.refuse(make(@intCast(pid), EVFILT.PROC, EV.DELETE, 0, 0, 0)));
+    try expectEqual(@as(u32, 3 << 8), try testing.reap(pid)); // not reaped by the filter
+    try expectEqual(E.SRCH, try q.refuse(make(@intCast(pid), EVFILT.PROC, EV.ADD, NOTE.EXIT, 0, 0)));
+}
+
+test "'Calling close() on a file descriptor will remove any kevents that reference the descriptor': a reused number does not report" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const old = try testing.socketPair();
+    const id: usize = @intCast(old[0]);
+    try q.apply(&.{make(id, EVFILT.READ, EV.ADD, 0, 0, 0)});
+    testing.close(old[0]);
+    testing.close(old[1]);
+    try expectEqual(E.BADF, try q.refuse(make(id, EVFILT.READ, EV.DELETE, 0, 0, 0)));
+    const new = try testing.socketPair(); // the same numbers again
+    defer testing.close(new[0]);
+    defer testing.close(new[1]);
+    try expectEqual(id, @as(usize, @intCast(new[0])));
+    try writeAll(new[1], "x");
+    try q.quiet();
+    try expectEqual(E.NOENT, try q.refuse(make(id, EVFILT.READ, EV.DELETE, 0, 0, 0)));
+}
+
+test "closing a descriptor removes its kevents even while a duplicate keeps the file open" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const old = try testing.socketPair();
+    defer testing.close(old[1]);
+    const id: usize = @intCast(old[0]);
+    try q.apply(&.{make(id, EVFILT.READ, EV.ADD, 0, 0, 0)});
+    const dup: i32 = @intCast(try check(linux.dup(old[0])));
+    defer testing.close(dup);
+    testing.close(old[0]); // epoll still watches the file (the dup holds it)
+    const new = try testing.socketPair();
+    defer testing.close(new[0]);
+    defer testing.close(new[1]);
+    try writeAll(old[1], "old"); // the old file turns readable
+    try q.quiet(); // not reported for the number, which names another file
+    try writeAll(new[1], "new");
+    try q.quiet(); // and the new file was never added
+}
+
+test "'When nevents is zero, kevent() will return immediately even if there is a timeout'; 'If the time limit expires, then kevent() returns 0'" {
+    const q = try Kq.open();
+    defer q.deinit();
+    try q.apply(&.{make(1, EVFILT.USER, EV.ADD, 0, 0, 0)});
+    var none: [0]Kevent = .{};
+    const long: c.timespec = .{ .sec = 3600, .nsec = 0 };
+    try expectEqual(@as(c_int, 0), kevent(q.fd, &none, 0, &none, 0, &long));
+    var out: [1]Kevent = undefined;
+    try expectEqual(@as(usize, 0), try q.wait(&out, 10));
+}
+
+test "a regular file is refused with EPERM, as epoll refuses it (kqueue would watch the vnode)" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const file = try testing.tempFile("x");
+    defer testing.close(file);
+    try expectEqual(E.PERM, try q.refuse(make(@intCast(file), EVFILT.READ, EV.ADD, 0, 0, 0)));
+    try expectEqual(E.BADF, try q.refuse(make(1 << 40, EVFILT.READ, EV.ADD, 0, 0, 0)));
+}

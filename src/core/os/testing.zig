@@ -118,15 +118,16 @@ pub fn close(fd: fd_t) void {
     if (use_libc) _ = c.close(fd) else _ = linux.close(fd);
 }
 
-/// A child process that exits at once with `code` (or, if `wait_fd` is
-/// given, once that fd reads end of file).
-pub fn spawnChild(code: u8, wait_fd: ?fd_t) !i32 {
+/// A child process that exits with `code`: at once, or, given a
+/// `blockingPipe`, once the parent closes the pipe's write end.
+pub fn spawnChild(code: u8, hold: ?[2]fd_t) !i32 {
     const rc = if (use_libc) c.fork() else linux.fork();
     const pid: i32 = @intCast(try ok(rc));
     if (pid != 0) return pid;
-    if (wait_fd) |fd| {
+    if (hold) |p| {
+        close(p[1]); // else its own copy keeps the pipe open
         var buf: [1]u8 = undefined;
-        _ = if (use_libc) c.read(fd, &buf, 1) else linux.read(fd, &buf, 1);
+        _ = if (use_libc) c.read(p[0], &buf, 1) else linux.read(p[0], &buf, 1);
     }
     if (use_libc) c._exit(code) else linux.exit_group(code);
 }
