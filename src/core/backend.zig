@@ -50,6 +50,19 @@ fn Of(comptime kind: Kind) type {
 /// The default backend's name (what `zloop.BACKEND` reports).
 pub const name = @tagName(@as(Kind, @enumFromInt(0)));
 
+/// This build's backends by name, the default first.
+pub const names = std.meta.fieldNames(Kind);
+
+/// The backends as a message lists them: "'epoll' or 'io_uring'".
+pub const choices: []const u8 = list: {
+    var text: []const u8 = "";
+    for (names, 0..) |n, i| {
+        const sep = if (i == 0) "" else if (i + 1 == names.len) " or " else ", ";
+        text = text ++ sep ++ "'" ++ n ++ "'";
+    }
+    break :list text;
+};
+
 pub const InitError = sys.Error || error{UnknownBackend};
 
 /// The variable that picks the backend on Linux.
@@ -125,7 +138,9 @@ pub const Multi = struct {
 
     fn fallBack(comptime kind: Kind, err: anytype) sys.Error!Multi {
         if (comptime std.mem.eql(u8, @tagName(kind), "io_uring")) {
-            if (err == error.Unsupported) return .{ .chosen = .{ .epoll = try epoll.Backend.init() } };
+            if (err == error.Unsupported) {
+                return .{ .chosen = .{ .epoll = try epoll.Backend.init() } };
+            }
         }
         return @errorCast(err);
     }
@@ -145,7 +160,13 @@ pub const Multi = struct {
     pub const wakes_itself = wake_duty == .always;
     pub const watches_children = child_duty == .always;
 
-    pub fn setInterest(b: *Multi, fd: sys.fd_t, old: api.Interest, new: api.Interest, how: api.Arm) sys.Error!void {
+    pub fn setInterest(
+        b: *Multi,
+        fd: sys.fd_t,
+        old: api.Interest,
+        new: api.Interest,
+        how: api.Arm,
+    ) sys.Error!void {
         switch (b.chosen) {
             inline else => |*x| return x.setInterest(fd, old, new, how),
         }
@@ -165,7 +186,10 @@ pub const Multi = struct {
     /// Whether `api.Arm.recv` is served by native receives (io_uring).
     pub fn nativeRecv(b: *const Multi) bool {
         switch (b.chosen) {
-            inline else => |*x| return if (@hasDecl(@TypeOf(x.*), "nativeRecv")) x.nativeRecv() else false,
+            inline else => |*x| {
+                if (!@hasDecl(@TypeOf(x.*), "nativeRecv")) return false;
+                return x.nativeRecv();
+            },
         }
     }
 
@@ -173,14 +197,18 @@ pub const Multi = struct {
     /// nothing on a backend that never hands one out.
     pub fn provideRecvBuffer(b: *Multi, id: u16, buf: []u8) void {
         switch (b.chosen) {
-            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "provideRecvBuffer")) x.provideRecvBuffer(id, buf),
+            inline else => |*x| {
+                if (@hasDecl(@TypeOf(x.*), "provideRecvBuffer")) x.provideRecvBuffer(id, buf);
+            },
         }
     }
 
     /// Gives back, unread, the buffer of a `recv` event.
     pub fn recycleRecvBuffer(b: *Multi, id: u16) void {
         switch (b.chosen) {
-            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "recycleRecvBuffer")) x.recycleRecvBuffer(id),
+            inline else => |*x| {
+                if (@hasDecl(@TypeOf(x.*), "recycleRecvBuffer")) x.recycleRecvBuffer(id);
+            },
         }
     }
 
@@ -194,7 +222,9 @@ pub const Multi = struct {
     /// Wakes a blocked `poll` from any thread; only where `wakesItself`.
     pub fn wake(b: *Multi) void {
         switch (b.chosen) {
-            inline else => |*x| if (@TypeOf(x.*).wakes_itself) x.wake() else unreachable,
+            inline else => |*x| {
+                if (comptime @TypeOf(x.*).wakes_itself) x.wake() else unreachable;
+            },
         }
     }
 
@@ -208,20 +238,27 @@ pub const Multi = struct {
     /// Watches `exit.pid`'s exit; only where `watchesChildren`.
     pub fn watchChild(b: *Multi, exit: *api.ChildExit) sys.Error!void {
         switch (b.chosen) {
-            inline else => |*x| return if (@TypeOf(x.*).watches_children) x.watchChild(exit) else unreachable,
+            inline else => |*x| {
+                return if (comptime @TypeOf(x.*).watches_children) x.watchChild(exit) else unreachable;
+            },
         }
     }
 
     /// Stops watching `exit`; only where `watchesChildren`.
     pub fn unwatchChild(b: *Multi, exit: *api.ChildExit) void {
         switch (b.chosen) {
-            inline else => |*x| if (@TypeOf(x.*).watches_children) x.unwatchChild(exit) else unreachable,
+            inline else => |*x| {
+                if (comptime @TypeOf(x.*).watches_children) x.unwatchChild(exit) else unreachable;
+            },
         }
     }
 };
 
 /// How many receive buffers a caller may provide (ids below this).
-pub const recv_buffers_max: u16 = if (@hasField(Kind, "io_uring")) io_uring.Backend.recv_buffers_max else 0;
+pub const recv_buffers_max: u16 = if (@hasField(Kind, "io_uring"))
+    io_uring.Backend.recv_buffers_max
+else
+    0;
 
 /// Whether `b` serves `api.Arm.recv` with native receives.
 pub fn nativeRecv(b: *const Backend) bool {
@@ -279,6 +316,9 @@ test "backend names parse; unknown ones are refused" {
     if (@hasField(Kind, "io_uring")) try std.testing.expectEqual(@as(?Kind, .io_uring), parseKind("io_uring"));
     if (@hasField(Kind, "kqueue")) try std.testing.expectEqual(@as(?Kind, .kqueue), parseKind("kqueue"));
     try std.testing.expectEqual(@as(?Kind, null), parseKind("uring"));
+    if (!is_linux) try std.testing.expectEqualStrings("'kqueue'", choices);
+    if (@hasField(Kind, "io_uring")) try std.testing.expectEqualStrings("'epoll' or 'io_uring'", choices);
+    if (is_linux and sys.portable) try std.testing.expectEqualStrings("'epoll' or 'kqueue'", choices);
 }
 
 test "each backend starts and reports its name" {

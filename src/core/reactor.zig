@@ -70,8 +70,8 @@ pub const IoWatcher = struct {
 };
 
 /// A watch for one child process's exit (`Reactor.watchChild`). The caller
-/// owns it and keeps it alive until `on_exit` has been called or
-/// `unwatchChild` has returned.
+/// owns it and keeps it alive, in place, until `on_exit` has been called or
+/// `unwatchChild` has returned (a kqueue filter points at it).
 pub const ChildWatcher = struct {
     /// Called once, from the loop, when the child has exited, with its
     /// wait status (as waitpid(2) gives it) where the platform tells it

@@ -98,7 +98,8 @@ pub const Backend = struct {
         if (fd < 0) return fail(kq.errno());
         errdefer kq.close(fd);
         var b: Backend = .{ .kq = fd };
-        var waker = [_]kq.Kevent{kq.make(wake_ident, kq.EVFILT.USER, kq.EV.ADD | kq.EV.CLEAR, 0, 0)};
+        const flags = kq.EV.ADD | kq.EV.CLEAR;
+        var waker = [_]kq.Kevent{kq.make(wake_ident, kq.EVFILT.USER, flags, 0, 0)};
         try b.submit(&waker);
         if (receiptErrno(waker[0]) != .SUCCESS) return fail(receiptErrno(waker[0]));
         return b;
@@ -206,7 +207,8 @@ pub const Backend = struct {
         if (flags & (kq.EV.DELETE | kq.EV.DISABLE) != 0 and (e == .NOENT or e == .BADF)) return;
         if (flags & kq.EV.ENABLE != 0 and flags & kq.EV.ADD == 0 and e == .NOENT) {
             const ident: usize = @intCast(ch.fd);
-            const add = kq.make(ident, ch.kev.filter, kq.EV.ADD | kq.EV.ENABLE | kq.EV.DISPATCH, 0, 0);
+            const flags_add = kq.EV.ADD | kq.EV.ENABLE | kq.EV.DISPATCH;
+            const add = kq.make(ident, ch.kev.filter, flags_add, 0, 0);
             var again = [_]Change{.{ .kev = add, .fd = ch.fd, .dir = ch.dir, .then = .armed }};
             return b.apply(&again);
         }
@@ -256,7 +258,8 @@ pub const Backend = struct {
         var ts: kq.timespec = undefined;
         var tsp: ?*const kq.timespec = null;
         if (timeout_ms >= 0) {
-            ts = .{ .sec = @divTrunc(timeout_ms, 1000), .nsec = @rem(timeout_ms, 1000) * 1_000_000 };
+            const ns_per_ms = 1_000_000;
+            ts = .{ .sec = @divTrunc(timeout_ms, 1000), .nsec = @rem(timeout_ms, 1000) * ns_per_ms };
             tsp = &ts;
         }
         const want: c_int = @intCast(@min(out.len, max_events));
@@ -324,7 +327,8 @@ pub const Backend = struct {
             var plan: [2]Change = undefined;
             var n: usize = 0;
             inline for (.{ Dir.read, Dir.write }) |dir| {
-                n += planFilter(plan[n..], ev.fd, dir, @field(slot, @tagName(dir)), false, .{});
+                const cur = @field(slot, @tagName(dir));
+                if (cur == .armed) n += planFilter(plan[n..], ev.fd, dir, cur, false, .{});
             }
             if (n > 0) try b.apply(plan[0..n]);
         }

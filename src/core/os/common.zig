@@ -1,7 +1,7 @@
 //! What every platform file of the OS layer shares: the error set the core
-//! speaks (the thread's last errno lives in `sys.zig`, the layer's face), and the `Result` of a call whose every
-//! errno matters to the caller (the adapter maps each to the exception
-//! stock asyncio raises).
+//! speaks (the thread's last errno lives in `sys.zig`, the layer's face),
+//! and the `Result` of a call whose every errno matters to the caller (the
+//! adapter maps each to the exception stock asyncio raises).
 const std = @import("std");
 const builtin = @import("builtin");
 const sys = @import("../sys.zig");

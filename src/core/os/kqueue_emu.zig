@@ -55,6 +55,7 @@
 const std = @import("std");
 const linux = std.os.linux;
 const c = std.c;
+const linux_os = @import("linux.zig");
 
 // ------------------------------------------------------------ interface
 
@@ -137,7 +138,8 @@ pub fn kevent(
     defer unlock();
     const q = registry.get(kq) orelse return failC(.BADF);
     const out = eventlist[0..@intCast(nevents)];
-    const placed = q.applyChanges(changelist[0..@intCast(nchanges)], out) catch return failC(failed_errno);
+    const changes = changelist[0..@intCast(nchanges)];
+    const placed = q.applyChanges(changes, out) catch return failC(failed_errno);
     // Entries placed for the change list are the answer: no wait.
     if (placed > 0 or out.len == 0) return @intCast(placed);
     const deadline_ns = deadlineOf(timeout);
@@ -268,7 +270,8 @@ const Queue = struct {
         q.write_set = try newEpoll();
         q.user_fd = try newEventfd();
         const IN = linux.EPOLL.IN;
-        inline for (.{ .{ q.read_set, Tag.read_set }, .{ q.write_set, Tag.write_set }, .{ q.user_fd, Tag.user } }) |reg| {
+        const outer = .{ .{ q.read_set, Tag.read_set }, .{ q.write_set, Tag.write_set }, .{ q.user_fd, Tag.user } };
+        inline for (outer) |reg| {
             const e = epollCtl(q.ep, linux.EPOLL.CTL_ADD, reg[0], IN, tagData(reg[1], 0));
             if (e != .SUCCESS) return fail(e);
         }
@@ -634,7 +637,8 @@ const Knote = struct {
                 if (e != .SUCCESS) return fail(e);
             },
             .timer => {
-                kn.fd = @intCast(try check(linux.timerfd_create(timerClock(kev.fflags), .{ .CLOEXEC = true, .NONBLOCK = true })));
+                const flags: linux.TFD = .{ .CLOEXEC = true, .NONBLOCK = true };
+                kn.fd = @intCast(try check(linux.timerfd_create(timerClock(kev.fflags), flags)));
                 errdefer closeFd(kn.fd);
                 try armTimer(kn);
                 try kn.addOuter(q, .timer);
@@ -727,7 +731,14 @@ const Knote = struct {
     /// holds (or its fd now names another file: it is then dropped by
     /// the caller's next re-arm, which fails).
     fn poll(kn: *Knote, q: *Queue, revents: u32) ?Kevent {
-        var ev: Kevent = .{ .ident = kn.ident, .filter = kn.filter, .flags = kn.flags, .fflags = 0, .data = 0, .udata = kn.udata };
+        var ev: Kevent = .{
+            .ident = kn.ident,
+            .filter = kn.filter,
+            .flags = kn.flags,
+            .fflags = 0,
+            .data = 0,
+            .udata = kn.udata,
+        };
         switch (kn.kind) {
             .fd => return kn.pollFd(q, revents, ev),
             .timer => {
@@ -750,7 +761,8 @@ const Knote = struct {
             },
             .proc => {
                 ev.fflags = kn.sfflags & NOTE.EXIT;
-                ev.data = exitStatus(kn.fd);
+                // 0 when it is not a child of this process.
+                ev.data = linux_os.exitStatus(kn.fd) orelse 0;
                 // "the kevent is ... EV_EOF and EV_ONESHOT" on exit.
                 ev.flags |= EV.EOF | EV.ONESHOT;
             },
@@ -794,7 +806,8 @@ const Knote = struct {
 /// length there); 1 where neither can be told.
 fn bytesReadable(fd: i32) u64 {
     var n: c_int = 0;
-    if (sysErr(linux.ioctl(fd, linux.T.FIONREAD, @intFromPtr(&n))) == .SUCCESS) return @intCast(@max(n, 0));
+    const rc_n = linux.ioctl(fd, linux.T.FIONREAD, @intFromPtr(&n));
+    if (sysErr(rc_n) == .SUCCESS) return @intCast(@max(n, 0));
     var info: [104]u8 align(8) = undefined;
     var len: linux.socklen_t = info.len;
     const rc = linux.getsockopt(fd, linux.IPPROTO.TCP, linux.TCP.INFO, &info, &len);
@@ -809,7 +822,8 @@ fn bytesReadable(fd: i32) u64 {
 fn writeSpace(fd: i32) u64 {
     var sndbuf: c_int = 0;
     var len: linux.socklen_t = @sizeOf(c_int);
-    const rc = linux.getsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDBUF, std.mem.asBytes(&sndbuf), &len);
+    const opt = std.mem.asBytes(&sndbuf);
+    const rc = linux.getsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDBUF, opt, &len);
     if (sysErr(rc) == .SUCCESS) {
         var queued: c_int = 0;
         _ = linux.ioctl(fd, linux.T.IOCOUTQ, @intFromPtr(&queued));
@@ -820,23 +834,6 @@ fn writeSpace(fd: i32) u64 {
     var in_pipe: c_int = 0;
     _ = linux.ioctl(fd, linux.T.FIONREAD, @intFromPtr(&in_pipe));
     return @intCast(@max(@as(i64, @intCast(size)) - in_pipe, 0));
-}
-
-/// The wait status of the exited process behind `pidfd` (unreaped); 0
-/// when it is not a child of this process.
-fn exitStatus(pidfd: i32) i64 {
-    var info: linux.siginfo_t = undefined;
-    info.signo = @enumFromInt(0);
-    const flags = linux.W.EXITED | linux.W.NOHANG | linux.W.NOWAIT;
-    const rc = linux.waitid(.PIDFD, pidfd, &info, flags, null);
-    if (sysErr(rc) != .SUCCESS or @intFromEnum(info.signo) == 0) return 0;
-    const s: u32 = @bitCast(info.fields.common.second.sigchld.status);
-    return switch (@as(linux.CLD, @enumFromInt(info.code))) {
-        .EXITED => (s & 0xff) << 8,
-        .KILLED => s & 0x7f,
-        .DUMPED => (s & 0x7f) | 0x80,
-        else => 0,
-    };
 }
 
 // --------------------------------------------------------------- timers
@@ -870,7 +867,10 @@ fn armTimer(kn: *Knote) Failed!void {
 }
 
 fn timespecOf(ns: i128) linux.timespec {
-    return .{ .sec = @intCast(@divTrunc(ns, std.time.ns_per_s)), .nsec = @intCast(@rem(ns, std.time.ns_per_s)) };
+    return .{
+        .sec = @intCast(@divTrunc(ns, std.time.ns_per_s)),
+        .nsec = @intCast(@rem(ns, std.time.ns_per_s)),
+    };
 }
 
 fn monotonicNs() i128 {
@@ -889,7 +889,8 @@ fn msUntil(deadline_ns: ?i128) i32 {
     const d = deadline_ns orelse return -1;
     const left = d - monotonicNs();
     if (left <= 0) return 0;
-    return @intCast(@min(@divFloor(left + std.time.ns_per_ms - 1, std.time.ns_per_ms), std.math.maxInt(i32)));
+    const ms = @divFloor(left + std.time.ns_per_ms - 1, std.time.ns_per_ms);
+    return @intCast(@min(ms, std.math.maxInt(i32)));
 }
 
 // -------------------------------------------------------------- signals
