@@ -286,12 +286,12 @@ pub const Reactor = struct {
 
     /// One-shot interest: reported once, after which the kernel disarms the
     /// entry by itself and the reactor sets `w.interest` to none before
-    /// `on_ready` runs. Arming it again costs one modification (epoll) or
-    /// nothing until the next wait (io_uring), and a wait that finished
-    /// needs no syscall to stop listening: what a `sock_recv` loop pays per
-    /// wait, where add-then-remove costs two. A disarmed entry left behind
-    /// reports nothing, whatever becomes of its fd. Level-triggered where
-    /// the backend has no one-shot mode.
+    /// `on_ready` runs. Arming it again costs one modification (epoll,
+    /// kqueue's EV_ENABLE) or nothing until the next wait (io_uring), and
+    /// a wait that finished needs no syscall to stop listening: what a
+    /// `sock_recv` loop pays per wait, where add-then-remove costs two. A
+    /// disarmed entry left behind reports nothing, whatever becomes of its
+    /// fd. Level-triggered where the backend has no one-shot mode.
     pub fn armOnce(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
         return r.arm(w, interest, backend.Backend.has_oneshot);
     }

@@ -32,10 +32,11 @@ pub const Interest = packed struct(u2) {
 
 /// How `setInterest` arms a registration.
 pub const Arm = struct {
-    /// Disarm after one event until armed again: EPOLLONESHOT, or an
-    /// io_uring poll that is not re-armed when it completes. Honoured only
-    /// by a backend whose `has_oneshot` is true; the reactor asks for it
-    /// only there.
+    /// Disarm after one event until armed again: EPOLLONESHOT, an
+    /// io_uring poll that is not re-armed when it completes, or kqueue's
+    /// EV_DISPATCH (both directions at once, as one epoll entry). Honoured
+    /// only by a backend whose `has_oneshot` is true; the reactor asks for
+    /// it only there.
     oneshot: bool = false,
     /// The kernel may still hold a (disarmed) entry for this fd from an
     /// earlier one-shot registration, so arming it again is a modification
