@@ -160,6 +160,10 @@ pub const Backend = struct {
     /// not re-armed when its completion arrives.
     pub const has_oneshot = true;
 
+    /// As epoll: woken through a watched fd, children through pidfds.
+    pub const wakes_itself = false;
+    pub const watches_children = false;
+
     ring: IoUring,
     /// Indexed by fd. Grows by doubling when a larger fd registers: the
     /// only allocation, never per pass. `api` gives `init` no allocator, so
