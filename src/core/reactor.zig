@@ -235,6 +235,20 @@ pub const Reactor = struct {
         r.watchers.items[@intCast(w.fd)] = null;
     }
 
+    /// The file `w` was registered for is gone from its fd number (closed
+    /// behind the loop's back; the number may stand for another file now):
+    /// forgets its registration with no system call, so that the next arm
+    /// registers whatever file holds the number afresh, and a removal
+    /// touches nothing. Only for borrowed watchers, whose backends (epoll,
+    /// io_uring's epoll instance) forgot a closed file by themselves.
+    pub fn forgetFile(r: *Reactor, w: *IoWatcher) void {
+        std.debug.assert(w.borrowed and r.watcherFor(w.fd) == w);
+        w.interest = .{};
+        w.registered = false;
+        w.oneshot = false;
+        w.recv_applied = false;
+    }
+
     /// Level-triggered interest: reported on every pass while ready.
     pub fn setInterest(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
         return r.arm(w, interest, false);
