@@ -223,8 +223,10 @@ fn acceptBatch(a: *Acceptor) core.RunError!void {
         var peer: Peer = .{};
         const flags: u32 = linux.SOCK.NONBLOCK | linux.SOCK.CLOEXEC;
         // Asked before each accept: a callback may have closed the user's
-        // listener, and the number may be another listener's now.
-        if (!borrowed.owns(a.sock_owner, a.w.fd)) return listenerGone(a);
+        // listener, and the number may be another listener's now. The
+        // acceptor then stops for good, quietly, as asyncio's accept
+        // reader, which the closed file never wakes again.
+        if (!borrowed.owns(a.sock_owner, a.w.fd)) return leaveReactor(a);
         const rc = linux.accept4(a.w.fd, @ptrCast(&peer.storage), &peer.len, flags);
         switch (linux.errno(rc)) {
             .SUCCESS => try deliver(a, @intCast(rc), &peer),
@@ -323,14 +325,6 @@ fn scheduleRetry(a: *Acceptor) bool {
     const later = names.call_later;
     a.retry = py.callMethod(a.loop.?, later, .{ delay, resume_cb });
     return a.retry != null;
-}
-
-/// The user closed the listening socket under the acceptor: it stops for
-/// good, reporting the OSError(EBADF) asyncio's `sock.accept()` raises
-/// into the exception handler then.
-fn listenerGone(a: *Acceptor) core.RunError!void {
-    leaveReactor(a);
-    return otherError(a, @intFromEnum(linux.E.BADF));
 }
 
 fn otherError(a: *Acceptor, errno: u16) core.RunError!void {

@@ -12,10 +12,12 @@
 //!
 //! Asking is cheap: `socket.socket` (a subclass of `_socket.socket`) keeps
 //! its fd in `PySocketSockObject.sock_fd`, the first field after the object
-//! header, which `close()` and `detach()` set to -1. The loop reads that
-//! field directly once `init` has checked, on a real socket, that it is
-//! where this file expects it (and what `fileno()` says); otherwise, and
-//! for any object that is not a socket, it calls `fileno()`.
+//! header, which `close()` and `detach()` set to -1. For a socket of
+//! exactly that class (nearly every socket), the loop reads the field
+//! directly once `init` has checked, on a real socket, that it is where
+//! this file expects it (and what `fileno()` says); for any other object,
+//! a subclass included (its `fileno()` may say otherwise), it calls
+//! `fileno()`, which is what gave the loop the number in the first place.
 const std = @import("std");
 const py = @import("py.zig");
 const c = py.c;
@@ -29,12 +31,10 @@ const SocketHead = extern struct {
     sock_fd: c_int,
 };
 
-/// `_socket.socket`, once `init` found its fd where `SocketHead` says;
-/// null: every object is asked through `fileno()`.
-var socket_base: ?*c.PyTypeObject = null;
-/// `socket.socket`, the class nearly every socket is an exact instance
-/// of: no walk up its bases.
+/// `socket.socket` and `_socket.socket`, once `init` found the fd where
+/// `SocketHead` says; null: every object is asked through `fileno()`.
 var socket_class: ?*c.PyTypeObject = null;
+var socket_base: ?*c.PyTypeObject = null;
 var name_fileno: *Obj = undefined;
 var name_detach: *Obj = undefined;
 
@@ -86,12 +86,10 @@ fn layoutMatches(cls: *Obj) ?bool {
 /// -1 once closed or detached, or when `fileno()` fails or gives no int.
 /// Never leaves a Python error set.
 pub fn fdOf(o: *Obj) i32 {
-    if (socket_base) |base| {
-        const tp = c.Py_TYPE(o);
-        if (tp == socket_class or c.PyType_IsSubtype(tp, base) != 0) {
-            const head: *SocketHead = @ptrCast(@alignCast(o));
-            return head.sock_fd;
-        }
+    const tp = c.Py_TYPE(o);
+    if (socket_class != null and (tp == socket_class or tp == socket_base)) {
+        const head: *SocketHead = @ptrCast(@alignCast(o));
+        return head.sock_fd;
     }
     return fdByCall(o);
 }
