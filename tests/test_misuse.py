@@ -1,5 +1,5 @@
 """Misuse that costs the user an exception, never another connection's
-bytes, a hang, a spin or unbounded memory (issue 22).
+bytes, a hang, a spin or unbounded memory (issues 22 and 27).
 
 Each test runs on both loops; the fd-closing ones matter most under
 ZLOOP_BACKEND=io_uring, whose polls hold their file, and are meaningful on
