@@ -856,9 +856,10 @@ async def _serve(loop, kind, sock, protocol_factory):
 def _close_server(server):
     try:
         server.close()
-    except ValueError:
+    except (ValueError, OSError):
         # asyncio's close() asks the selector to forget the listener by its
-        # fileno(), -1 once the user closed it: "Invalid file descriptor".
+        # fileno(), -1 once the user closed it: "Invalid file descriptor";
+        # 3.13+ asks a Unix listener its name first (EBADF).
         server.close()
 
 
@@ -932,6 +933,7 @@ def test_a_server_whose_listener_is_closed_mid_batch_accepts_nothing_from_the_ne
         lst, addr = _listener("create_unix_server", tmp_path, "old")
         fd = lst.fileno()
         later = []
+        served = []
 
         def factory():
             calls.append(len(calls))
@@ -941,7 +943,9 @@ def test_a_server_whose_listener_is_closed_mid_batch_accepts_nothing_from_the_ne
                 client = socket.socket(socket.AF_UNIX)
                 client.connect(new_addr)
                 later.extend((new_lst, client))
-            return asyncio.Protocol()
+            proto = _Recorder(loop)
+            served.append(proto)
+            return proto
 
         server = await loop.create_unix_server(factory, sock=lst)
         with socket.socket(socket.AF_UNIX) as first:
@@ -953,7 +957,10 @@ def test_a_server_whose_listener_is_closed_mid_batch_accepts_nothing_from_the_ne
                 # The new listener's client is still waiting for it.
                 conn, _ = new_lst.accept()
                 conn.close()
+        for proto in served:
+            proto.transport.close()
         _close_server(server)
+        await yield_passes(2)
 
     try:
         loop.run_until_complete(main())
