@@ -474,17 +474,6 @@ def _socket_at(fd, family=socket.AF_UNIX, kind=socket.SOCK_STREAM):
     return s
 
 
-def _dgram_to_path(tmp_path):
-    """(a, b): an unconnected Unix datagram socket and one bound at a path."""
-    path = str(tmp_path / "dgram")
-    b = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    b.bind(path)
-    b.setblocking(False)
-    a = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a.setblocking(False)
-    return a, b
-
-
 class _Recorder(asyncio.Protocol, asyncio.DatagramProtocol):
     def __init__(self, loop):
         self.got = []
@@ -614,6 +603,24 @@ class _Newcomer:
         self.c.close()
 
 
+@contextlib.asynccontextmanager
+async def _number_reused(loop, fd, newcomer):
+    """(c, d, new): a new socket pair whose `c` takes descriptor number
+    `fd`, `c` served by the loop through `newcomer` ("sock_recv",
+    "transport": a `_Newcomer`) or not at all (None: `new` is None)."""
+    c, d = _pair_at(fd)
+    new = _Newcomer(loop, newcomer, c) if newcomer else None
+    try:
+        if new is not None:
+            await new.start()
+        yield c, d, new
+    finally:
+        if new is not None:
+            await new.close()
+        c.close()
+        d.close()
+
+
 @pytest.mark.parametrize("newcomer", ["sock_recv", "transport"])
 @pytest.mark.parametrize("case", list(_SOCK_CASES))
 def test_a_sock_call_on_a_socket_closed_while_it_waits_never_reaches_the_next_file(
@@ -634,21 +641,17 @@ def test_a_sock_call_on_a_socket_closed_while_it_waits_never_reaches_the_next_fi
             await yield_passes(3)
             assert not old.done()
             a.close()
-            c, d = _pair_at(fd)
-            new = _Newcomer(loop, newcomer, c)
             try:
-                await new.start()
-                d.send(b"for-c")
-                await _until(lambda: old.done() and new.done())
-                await _settle()
-                outcome["old"] = _describe(old)
-                outcome["new"] = new.got()
-                outcome["new peer got"] = _drain(d)
-                outcome["new socket left"] = _drain(c)
+                async with _number_reused(loop, fd, newcomer) as (c, d, new):
+                    d.send(b"for-c")
+                    await _until(lambda: old.done() and new.done())
+                    await _settle()
+                    outcome["old"] = _describe(old)
+                    outcome["new"] = new.got()
+                    outcome["new peer got"] = _drain(d)
+                    outcome["new socket left"] = _drain(c)
             finally:
                 old.cancel()
-                await new.close()
-                d.close()
 
     loop.run_until_complete(main())
     # Not a byte of the old call reaches the new socket's peer, on either
@@ -747,11 +750,7 @@ def test_a_transport_over_a_socket_the_user_closed_never_reaches_the_next_file(
             fd = a.fileno()
             a.close()
             outcome["old peer saw"] = _drain(b)
-            c, d = _pair_at(fd)
-            new = _Newcomer(loop, newcomer, c) if newcomer else None
-            try:
-                if new is not None:
-                    await new.start()
+            async with _number_reused(loop, fd, newcomer) as (c, d, new):
                 d.send(b"for-c")
                 if datagram:
                     b.send(b"after")
@@ -767,11 +766,6 @@ def test_a_transport_over_a_socket_the_user_closed_never_reaches_the_next_file(
                 outcome["new peer got"] = _drain(d)
                 if new is not None:
                     outcome["new"] = new.got()
-            finally:
-                if new is not None:
-                    await new.close()
-                c.close()
-                d.close()
         finally:
             tr.abort()
             b.close()
@@ -991,11 +985,8 @@ def test_a_write_pipe_the_user_closed_never_writes_to_the_next_file(loop, loop_n
             fd = pipe.fileno()
             pipe.close()
             outcome["reader saw"] = os.read(r, 100)
-            c, d = _pair_at(fd)
-            new = _Newcomer(loop, newcomer, c) if newcomer else None
-            try:
+            async with _number_reused(loop, fd, newcomer) as (c, d, new):
                 if new is not None:
-                    await new.start()
                     d.send(b"for-c")
                 tr.write(b"OLD")
                 await _until(lambda: proto.lost.done())
@@ -1004,11 +995,6 @@ def test_a_write_pipe_the_user_closed_never_writes_to_the_next_file(loop, loop_n
                 outcome["new peer got"] = _drain(d)
                 if new is not None:
                     outcome["new"] = new.got()
-            finally:
-                if new is not None:
-                    await new.close()
-                c.close()
-                d.close()
         finally:
             tr.close()
             await yield_passes(2)
@@ -1044,11 +1030,7 @@ def test_a_read_pipe_the_user_closed_never_reads_the_next_file(loop, loop_name, 
             await _until(lambda: proto.got)
             fd = pipe.fileno()
             pipe.close()
-            c, d = _pair_at(fd)
-            new = _Newcomer(loop, newcomer, c) if newcomer else None
-            try:
-                if new is not None:
-                    await new.start()
+            async with _number_reused(loop, fd, newcomer) as (c, d, new):
                 d.send(b"for-c")
                 await _until(lambda: proto.lost.done() and (new is None or new.done()))
                 await _settle()
@@ -1056,11 +1038,6 @@ def test_a_read_pipe_the_user_closed_never_reads_the_next_file(loop, loop_name, 
                 outcome["lost"] = _describe(proto.lost)
                 if new is not None:
                     outcome["new"] = new.got()
-            finally:
-                if new is not None:
-                    await new.close()
-                c.close()
-                d.close()
         finally:
             tr.close()
             await yield_passes(2)

@@ -107,7 +107,7 @@ pub const Inner = struct {
 
     /// `w.fd`, or -1 (the call fails with EBADF) once the user's socket no
     /// longer stands for it.
-    inline fn sysFd(in: *const Inner) i32 {
+    pub inline fn sysFd(in: *const Inner) i32 {
         return borrowed.fdFor(in.sock_owner, in.w.fd);
     }
 
@@ -741,28 +741,17 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return py.newref(py.none());
 }
 
-/// loop.zig's `evictStale`: another watcher wants the fd, and the user's
-/// socket this transport works on no longer stands for it. The transport
-/// leaves the reactor and fails with OSError(EBADF) (`_fatal_error`:
-/// connection_lost(exc) next pass; asyncio, which keeps the number, would
-/// hand each later send's EBADF to error_received). False with the Python
-/// error set when the failure must abort the caller.
-pub fn evictIfStale(w: *core.IoWatcher) bool {
-    const in: *Inner = @fieldParentPtr("w", w);
-    if (in.sysFd() >= 0) return true;
-    const t = in.owner;
-    py.incref(py.obj(t));
-    defer py.decref(py.obj(t));
-    leaveReactor(t, in);
+pub const evictIfStale = shared.evictIfStale;
+
+/// An evicted transport's failure (`shared.evictIfStale`): OSError(EBADF)
+/// through `_fatal_error`, so connection_lost(exc) next pass (asyncio,
+/// which keeps the number, would hand each later send's EBADF to
+/// error_received). False with the Python error set when it must abort
+/// the caller.
+pub fn failGone(t: *Transport) bool {
     const exc = errnoException(@intFromEnum(linux.E.BADF)) orelse return false;
-    const r = py.callMethod(py.obj(t), names.fatal_error, .{ exc, names.msg_gone });
-    py.decref(exc);
-    py.decref(r orelse {
-        if (py.pendingIsFatal()) return false;
-        c.PyErr_WriteUnraisable(py.obj(t));
-        return true;
-    });
-    return true;
+    py.restoreException(exc);
+    return fatalPending(t, names.msg_gone);
 }
 
 /// Called by the loop's close() for a transport still registered: the

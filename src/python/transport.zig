@@ -127,7 +127,7 @@ pub const Inner = struct {
 
     /// The fd to make a system call on: `w.fd`, or -1 (the call fails
     /// with EBADF) once the user's socket no longer stands for it.
-    inline fn sysFd(in: *const Inner) i32 {
+    pub inline fn sysFd(in: *const Inner) i32 {
         return borrowed.fdFor(in.sock_owner, in.w.fd);
     }
 
@@ -1145,18 +1145,13 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return py.newref(py.none());
 }
 
-/// loop.zig's `evictStale`: another watcher wants the fd, and the user's
-/// socket this transport works on no longer stands for it. The transport
-/// fails as its next send would (EBADF: `_fatal_error`, then
-/// connection_lost(OSError(EBADF))) and leaves the reactor now. False
-/// with the Python error set when the failure must abort the caller.
-pub fn evictIfStale(w: *core.IoWatcher) bool {
-    const in: *Inner = @fieldParentPtr("w", w);
-    if (in.sysFd() >= 0) return true;
-    const t = in.owner;
-    py.incref(py.obj(t));
-    defer py.decref(py.obj(t));
-    loopClosing(w);
+pub const evictIfStale = shared.evictIfStale;
+
+/// An evicted transport's failure (`shared.evictIfStale`): the EBADF its
+/// next send would meet, through `_fatal_error`: connection_lost with
+/// OSError(EBADF) next pass. False with the Python error set when it must
+/// abort the caller.
+pub fn failGone(t: *Transport) bool {
     fatalErrno(t, @intFromEnum(linux.E.BADF), names.msg_gone) catch return false;
     return true;
 }
