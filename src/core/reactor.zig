@@ -717,3 +717,43 @@ fn caseOneShotWatcher(r: *Reactor) !void {
     try std.testing.expectEqual(@as(u32, 4), w.hits);
     r.detach(&w.w);
 }
+
+test "a borrowed fd closed behind its watcher: forgetFile makes the next arm register the number's new file" {
+    try eachBackend(caseForgetFile);
+}
+
+fn caseForgetFile(r: *Reactor) !void {
+    const fd = try sys.eventfd();
+    defer sys.close(fd);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady, .borrowed = true } };
+    try r.attach(&w.w);
+    defer r.detach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true });
+    // The user closes the file; another takes its number (readable at once).
+    const other = try sys.eventfd();
+    defer sys.close(other);
+    var one: u64 = 1;
+    _ = try sys.write(other, std.mem.asBytes(&one));
+    const rc = std.os.linux.dup2(other, fd);
+    try std.testing.expect(std.os.linux.errno(rc) == .SUCCESS);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    // The kernel forgot the old file: the watcher hears nothing of the new
+    // one, and asking for the same interest again would change nothing.
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 0), w.hits);
+    r.forgetFile(&w.w);
+    try std.testing.expect(w.w.interest.none() and !w.w.registered);
+    try r.setInterest(&w.w, .{ .read = true });
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
+}
