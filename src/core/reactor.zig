@@ -718,7 +718,7 @@ fn caseOneShotWatcher(r: *Reactor) !void {
     r.detach(&w.w);
 }
 
-test "a borrowed fd closed behind its watcher: forgetFile makes the next arm register the number's new file" {
+test "a borrowed fd closed behind its watcher: forgetFile lets the next arm register the new file" {
     try eachBackend(caseForgetFile);
 }
 

@@ -424,7 +424,12 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         return null;
     };
     const sock_owner: ?*Obj = if (py.isNone(args[8])) null else args[8].?;
-    a.w = .{ .fd = fd, .on_ready = onReady, .registered = registered, .borrowed = sock_owner != null };
+    a.w = .{
+        .fd = fd,
+        .on_ready = onReady,
+        .registered = registered,
+        .borrowed = sock_owner != null,
+    };
     a.sock_owner = if (sock_owner) |o| py.newref(o) else null;
     a.backlog = @intCast(std.math.clamp(backlog, 1, std.math.maxInt(i32)));
     a.loop = py.newref(loop_obj);

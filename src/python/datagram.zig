@@ -700,7 +700,12 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered, .borrowed = sock_owner != null },
+        .w = .{
+            .fd = fd,
+            .on_ready = shared.onReady,
+            .registered = registered,
+            .borrowed = sock_owner != null,
+        },
         .family = @intCast(family & 0xffff),
         .connected = connected != 0,
         .send_empty = send_empty != 0,

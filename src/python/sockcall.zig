@@ -151,7 +151,8 @@ fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
     // The rest goes from the ready callback: `[view of the data, sent]`.
     const view_obj = c.PyMemoryView_FromObject(data) orelse return c.PYGEN_ERROR;
     defer py.decref(view_obj);
-    const progress = c.Py_BuildValue("[On]", view_obj, @as(py.Ssize, @intCast(sent))) orelse return c.PYGEN_ERROR;
+    const sent_n: py.Ssize = @intCast(sent);
+    const progress = c.Py_BuildValue("[On]", view_obj, sent_n) orelse return c.PYGEN_ERROR;
     defer py.decref(progress);
     return wait(s, true, sendall_ready.?, progress, out);
 }

@@ -193,7 +193,8 @@ fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, buf: *Obj) ?*Obj {
         return c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %s", c.Py_TYPE(buf).*.tp_name);
     }
     // Asked after the export, which may run Python code (`__buffer__`).
-    const rc = linux.recvfrom(borrowed.fdFor(sock, fd), @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    const to = borrowed.fdFor(sock, fd);
+    const rc = linux.recvfrom(to, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
     c.PyBuffer_Release(&view);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
@@ -244,7 +245,8 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
 fn sendallOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, progress: *Obj) ?*Obj {
     const fd = parseFd(fd_obj) orelse return null;
     if (c.PyList_Check(progress) == 0 or c.PyList_Size(progress) != 2) {
-        return py.raise(c.PyExc_TypeError, "_sock_sendall_ready(): progress must be a list [data, sent]");
+        const msg = "_sock_sendall_ready(): progress must be a list [data, sent]";
+        return py.raise(c.PyExc_TypeError, msg);
     }
     const data = c.PyList_GetItem(progress, 0) orelse return null;
     py.incref(data); // the list may drop it while its buffer is exported

@@ -476,7 +476,8 @@ pub fn updateInterest(t: *Transport) void {
     // the backend has them (see `onRecv`); large ones, and a buffered
     // protocol's, are read the usual way, as are a user's socket's (see
     // `Inner.sock_owner`).
-    in.w.recv = !in.buffered and !in.big_reads and in.sock_owner == null and l.recv_pool.ready(&l.reactor);
+    in.w.recv = !in.buffered and !in.big_reads and in.sock_owner == null and
+        l.recv_pool.ready(&l.reactor);
     if (in.closing) releaseRx(in, l);
     // Receives held over a pause go out once reading resumes (as asyncio
     // re-registers its reader); an allocation failure here leaves them for
@@ -1109,7 +1110,12 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered, .borrowed = sock_owner != null },
+        .w = .{
+            .fd = fd,
+            .on_ready = shared.onReady,
+            .registered = registered,
+            .borrowed = sock_owner != null,
+        },
     };
     l.reactor.attach(&in.w) catch |err| {
         gpa.destroy(in);
