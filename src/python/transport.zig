@@ -1345,10 +1345,11 @@ fn uncork(t: *Transport) bool {
     // Lost meanwhile (a fatal error, _force_close): dropped as a buffer is.
     if (in.conn_lost > 0) return true;
     std.debug.assert(in.pending() == 0);
+    const fd = in.sysFd();
     const rc = if (k.n == 1)
-        sendRaw(in.sysFd(), k.iov[0].base[0..k.iov[0].len])
+        sendRaw(fd, k.iov[0].base[0..k.iov[0].len])
     else
-        sendIov(in.sysFd(), k.iov[0..k.n]);
+        sendIov(fd, k.iov[0..k.n]);
     var sent: usize = 0;
     switch (errnoOf(rc)) {
         .SUCCESS => sent = rc,
