@@ -279,6 +279,20 @@ pub const Reactor = struct {
         r.watchers.items[@intCast(w.fd)] = null;
     }
 
+    /// The file `w` was registered for is gone from its fd number (closed
+    /// behind the loop's back; the number may stand for another file now):
+    /// forgets its registration with no system call, so that the next arm
+    /// registers whatever file holds the number afresh, and a removal
+    /// touches nothing. Only for borrowed watchers, whose backends (epoll,
+    /// io_uring's epoll instance) forgot a closed file by themselves.
+    pub fn forgetFile(r: *Reactor, w: *IoWatcher) void {
+        std.debug.assert(w.borrowed and r.watcherFor(w.fd) == w);
+        w.interest = .{};
+        w.registered = false;
+        w.oneshot = false;
+        w.recv_applied = false;
+    }
+
     /// Level-triggered interest: reported on every pass while ready.
     pub fn setInterest(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
         return r.arm(w, interest, false);
@@ -900,4 +914,43 @@ fn caseChildUnwatched(r: *Reactor) !void {
     try std.testing.expectError(error.Unexpected, r.watchChild(&probe.w, pid));
     try std.testing.expectEqual(@as(u16, @intFromEnum(sys.E.SRCH)), sys.last_errno);
     try std.testing.expect(!probe.w.active and r.children.items.len == 0);
+}
+
+test "a borrowed fd closed behind its watcher: forgetFile lets the next arm register the new file" {
+    try eachBackend(caseForgetFile);
+}
+
+fn caseForgetFile(r: *Reactor) !void {
+    const p = try testPipe();
+    defer closePipe(p);
+    const fd = p[0];
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady, .borrowed = true } };
+    try r.attach(&w.w);
+    defer r.detach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true });
+    // The user closes the file; another takes its number (readable at once).
+    const other = try testPipe();
+    defer closePipe(other);
+    try makeReadable(other);
+    try testing.dup2(other[0], fd);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    // The kernel forgot the old file: the watcher hears nothing of the new
+    // one, and asking for the same interest again would change nothing.
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 0), w.hits);
+    r.forgetFile(&w.w);
+    try std.testing.expect(w.w.interest.none() and !w.w.registered);
+    try r.setInterest(&w.w, .{ .read = true });
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
 }

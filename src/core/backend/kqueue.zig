@@ -113,8 +113,9 @@ pub const Backend = struct {
     }
 
     /// Moves `fd` from interest `old` to interest `new`, one-shot when
-    /// `how.oneshot`. What the kernel holds is the backend's own record
-    /// (`old` and `how.registered` say nothing more); a new registration
+    /// `how.oneshot`. What the kernel holds is the backend's own record,
+    /// unless `old` is none and `how.registered` false: then nothing of
+    /// the fd's is held (see below); a new registration
     /// of a bad fd fails here with `error.BadFd`, as epoll's CTL_ADD does.
     pub fn setInterest(
         b: *Backend,
@@ -123,9 +124,16 @@ pub const Backend = struct {
         new: api.Interest,
         how: api.Arm,
     ) sys.Error!void {
-        _ = old;
         std.debug.assert(fd >= 0);
         const slot = try b.slotFor(fd);
+        // The reactor holds nothing registered for `fd` (a new watcher, or
+        // one whose file was closed behind it: `Reactor.forgetFile`): any
+        // filter recorded here belonged to a file the kernel dropped on
+        // close, so this registration starts afresh with EV_ADD.
+        if (old.none() and !how.registered) {
+            slot.read = .absent;
+            slot.write = .absent;
+        }
         var plan: [4]Change = undefined;
         var n: usize = 0;
         inline for (.{ Dir.read, Dir.write }) |dir| {

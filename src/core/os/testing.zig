@@ -118,6 +118,13 @@ pub fn close(fd: fd_t) void {
     if (use_libc) _ = c.close(fd) else _ = linux.close(fd);
 }
 
+/// Makes `new` another descriptor of `old`'s file (closing what `new`
+/// was): a test's stand-in for a file that reuses a closed fd's number.
+pub fn dup2(old: fd_t, new: fd_t) !void {
+    const rc = if (use_libc) c.dup2(old, new) else linux.dup2(old, new);
+    _ = try ok(rc);
+}
+
 /// A child process that exits with `code`: at once, or, given a
 /// `blockingPipe`, once the parent closes the pipe's write end.
 pub fn spawnChild(code: u8, hold: ?[2]fd_t) !i32 {
