@@ -1,7 +1,8 @@
 //! `zloop._zloop.AcceptorCore`: the native accept loop of zloop's servers,
 //! one per listening socket. On readiness it accepts up to `backlog`
-//! connections (asyncio's batch), each with `accept4(SOCK_NONBLOCK |
-//! SOCK_CLOEXEC)` so the new socket needs no ioctl/fcntl, wraps the fd in a
+//! connections (asyncio's batch), each non-blocking and close-on-exec from
+//! the OS layer's `accept` (Linux's `accept4`, so the new socket needs no
+//! fcntl; `accept` and fcntl elsewhere), wraps the fd in a
 //! `socket.socket` of the listener's family, type and proto, converts the
 //! peer address as `socket.accept()` does, and calls
 //! `callback(*args, conn, addr)`: `zloop._net.NetMixin._accept_one`, which
@@ -30,7 +31,10 @@ const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
 const borrowed = @import("borrowed.zig");
-const linux = std.os.linux;
+const sockio = @import("sockio.zig");
+const sys = core.sys;
+const sa_types = std.c.sockaddr;
+const AF = std.c.AF;
 
 extern fn inet_ntop(af: c_int, src: *const anyopaque, dst: [*]u8, size: u32) ?[*:0]const u8;
 
@@ -90,6 +94,7 @@ const Names = struct {
     resume_name: *Obj,
     call_later: *Obj,
     cancel: *Obj,
+    setblocking: *Obj,
 };
 var names: Names = undefined;
 
@@ -129,15 +134,6 @@ pub fn loopClosing(w: *core.IoWatcher) void {
 }
 
 // ------------------------------------------------------------- plumbing
-
-/// `OSError(errno, strerror)`: CPython picks the subclass from errno, as
-/// `socket.accept()` raises.
-fn errnoException(errno: u16) ?*Obj {
-    const e: c_int = errno;
-    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
-    defer py.decref(args);
-    return c.PyObject_Call(c.PyExc_OSError, args, null);
-}
 
 /// A Python error under the reactor's dispatch: KeyboardInterrupt and
 /// SystemExit abort the loop; anything else goes to `_callback_error` (the
@@ -208,11 +204,8 @@ fn onReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
     return acceptBatch(a);
 }
 
-/// A peer address as `accept4` wrote it.
-const Peer = struct {
-    storage: linux.sockaddr.storage = undefined,
-    len: u32 = @sizeOf(linux.sockaddr.storage),
-};
+/// A peer address as `accept` wrote it.
+const Peer = sockio.Address;
 
 /// Up to `backlog` accepts, as asyncio's `for _ in range(backlog)`: the
 /// bound keeps one busy listener from starving the rest of the loop, and a
@@ -220,24 +213,25 @@ const Peer = struct {
 fn acceptBatch(a: *Acceptor) core.RunError!void {
     var n: u32 = 0;
     while (n < a.backlog and a.attached and !a.paused) : (n += 1) {
-        var peer: Peer = .{};
-        const flags: u32 = linux.SOCK.NONBLOCK | linux.SOCK.CLOEXEC;
+        var peer: Peer = .{ .len = @sizeOf(sa_types.storage) };
         // Asked before each accept: a callback may have closed the user's
         // listener, and the number may be another listener's now. The
         // acceptor then stops for good, quietly, as asyncio's accept
         // reader, which the closed file never wakes again.
         if (!borrowed.owns(a.sock_owner, a.w.fd)) return leaveReactor(a);
-        const rc = linux.accept4(a.w.fd, @ptrCast(&peer.storage), &peer.len, flags);
-        switch (linux.errno(rc)) {
-            .SUCCESS => try deliver(a, @intCast(rc), &peer),
-            // Nothing queued (EWOULDBLOCK is the same number on Linux).
-            .AGAIN => return,
-            // A signal arrived (CPython retries accept then, PEP 475), or
-            // the peer reset before we got to it: nothing to deliver; any
-            // connection behind it is still queued.
-            .INTR, .CONNABORTED => {},
-            .MFILE, .NFILE, .NOBUFS, .NOMEM => |e| return outOfResources(a, @backingInt(e)),
-            else => |e| return otherError(a, @backingInt(e)),
+        switch (sys.accept(a.w.fd, @ptrCast(&peer.storage), &peer.len)) {
+            .ok => |fd| try deliver(a, fd, &peer),
+            .err => |e| switch (e) {
+                // Nothing queued (EWOULDBLOCK is the same number on Linux,
+                // macOS and FreeBSD).
+                .AGAIN => return,
+                // A signal arrived (CPython retries accept then, PEP 475),
+                // or the peer reset before we got to it: nothing to
+                // deliver; any connection behind it is still queued.
+                .INTR, .CONNABORTED => {},
+                .MFILE, .NFILE, .NOBUFS, .NOMEM => return outOfResources(a, @intFromEnum(e)),
+                else => return otherError(a, @intFromEnum(e)),
+            },
         }
     }
 }
@@ -247,7 +241,7 @@ fn acceptBatch(a: *Acceptor) core.RunError!void {
 fn deliver(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
     std.debug.assert(fd >= 0);
     const addr = peerAddress(peer) orelse {
-        _ = linux.close(fd);
+        sys.close(fd);
         return reportPending(a);
     };
     defer py.decref(addr);
@@ -255,7 +249,7 @@ fn deliver(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
         // The socket object takes the fd only once its __init__ is past
         // every check that can fail (a MemoryError after that would have
         // freed it, closing fd, before this line: the risk is accepted).
-        _ = linux.close(fd);
+        sys.close(fd);
         return reportPending(a);
     };
     defer py.decref(conn);
@@ -291,14 +285,26 @@ fn callBack(a: *Acceptor, conn: *Obj, addr: *Obj) core.RunError!void {
 /// `socket.socket(family, type | SOCK_NONBLOCK, proto, fd)`. The flag in
 /// `type` makes CPython set the timeout to 0 without a syscall (accept4
 /// already made the fd non-blocking) and is masked out of `conn.type`.
-/// CPython still validates the fd with one getsockname(), as the socket
-/// `socket.accept()` returns does.
+/// Where there is no such flag (`sys.sock_nonblock` is 0: macOS, the
+/// portable path) `conn.setblocking(False)` does it, as asyncio's
+/// `_accept_connection` does. CPython still validates the fd with one
+/// getsockname(), as the socket `socket.accept()` returns does.
 fn wrapSocket(a: *Acceptor, fd: i32) ?*Obj {
     const fd_obj = c.PyLong_FromLong(fd) orelse return null;
     defer py.decref(fd_obj);
     const argv = [_]?*Obj{ null, a.family_obj, a.type_obj, a.proto_obj, fd_obj };
     const flags = 4 | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
-    return c.PyObject_Vectorcall(socket_type.?, @ptrCast(&argv[1]), flags, null);
+    const conn = c.PyObject_Vectorcall(socket_type.?, @ptrCast(&argv[1]), flags, null) orelse
+        return null;
+    if (sys.sock_nonblock == 0) {
+        const r = py.callMethod(conn, names.setblocking, .{py.boolean(false)}) orelse {
+            // The socket object owns the fd now: it closes it.
+            py.decref(conn);
+            return null;
+        };
+        py.decref(r);
+    }
+    return conn;
 }
 
 /// EMFILE and friends: stop watching, retry after a delay, then report
@@ -309,7 +315,7 @@ fn outOfResources(a: *Acceptor, errno: u16) core.RunError!void {
     a.paused = true;
     updateInterest(a);
     if (!scheduleRetry(a)) return reportPending(a);
-    const exc = errnoException(errno) orelse return reportPending(a);
+    const exc = sockio.errnoException(errno) orelse return reportPending(a);
     defer py.decref(exc);
     const r = py.callMethod(py.obj(a), names.out_of_resources, .{exc}) orelse return reportPending(a);
     py.decref(r);
@@ -328,7 +334,7 @@ fn scheduleRetry(a: *Acceptor) bool {
 }
 
 fn otherError(a: *Acceptor, errno: u16) core.RunError!void {
-    const exc = errnoException(errno) orelse return reportPending(a);
+    const exc = sockio.errnoException(errno) orelse return reportPending(a);
     py.restoreException(exc);
     return reportPending(a);
 }
@@ -339,34 +345,34 @@ fn otherError(a: *Acceptor, errno: u16) core.RunError!void {
 /// `makesockaddr`): `(host, port)` for IPv4, `(host, port, flowinfo,
 /// scope_id)` for IPv6, a `str` path, abstract `bytes` or `''` for Unix.
 fn peerAddress(peer: *const Peer) ?*Obj {
-    const len = @min(peer.len, @sizeOf(linux.sockaddr.storage));
+    const len = @min(peer.len, @sizeOf(sa_types.storage));
     // No address at all: makesockaddr gives None.
     if (len == 0) return py.newref(py.none());
     var host: [64]u8 = undefined;
     switch (peer.storage.family) {
-        linux.AF.INET => {
-            const sa: *const linux.sockaddr.in = @ptrCast(&peer.storage);
-            const text = inet_ntop(linux.AF.INET, &sa.addr, &host, host.len) orelse unreachable;
+        AF.INET => {
+            const sa: *const sa_types.in = @ptrCast(&peer.storage);
+            const text = inet_ntop(AF.INET, &sa.addr, &host, host.len) orelse unreachable;
             const port: c_int = std.mem.bigToNative(u16, sa.port);
             return c.Py_BuildValue("(si)", text, port);
         },
-        linux.AF.INET6 => {
-            const sa: *const linux.sockaddr.in6 = @ptrCast(&peer.storage);
-            const text = inet_ntop(linux.AF.INET6, &sa.addr, &host, host.len) orelse unreachable;
+        AF.INET6 => {
+            const sa: *const sa_types.in6 = @ptrCast(&peer.storage);
+            const text = inet_ntop(AF.INET6, &sa.addr, &host, host.len) orelse unreachable;
             const port: c_int = std.mem.bigToNative(u16, sa.port);
             const flow: c_uint = std.mem.bigToNative(u32, sa.flowinfo);
             const scope: c_uint = sa.scope_id;
             return c.Py_BuildValue("(siII)", text, port, flow, scope);
         },
-        linux.AF.UNIX => return unixAddress(peer, len),
+        AF.UNIX => return unixAddress(peer, len),
         // The Python side serves only the three families above natively.
         else => return py.raise(c.PyExc_OSError, "accept: unsupported address family"),
     }
 }
 
 fn unixAddress(peer: *const Peer, len: u32) ?*Obj {
-    const sa: *const linux.sockaddr.un = @ptrCast(&peer.storage);
-    const path_offset = @offsetOf(linux.sockaddr.un, "path");
+    const sa: *const sa_types.un = @ptrCast(&peer.storage);
+    const path_offset = @offsetOf(sa_types.un, "path");
     const n: usize = @min(len -| path_offset, sa.path.len);
     // Linux's abstract namespace (a leading NUL): the name is exactly the
     // `n` bytes, returned as bytes.
@@ -418,7 +424,7 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     if (c.PyTuple_Check(args[7]) == 0 or c.PyTuple_Size(args[7]) > max_cb_args) {
         return py.raise(c.PyExc_TypeError, "args must be a tuple of at most 6 items");
     }
-    const type_obj = c.PyLong_FromLong(sock_type | linux.SOCK.NONBLOCK) orelse return null;
+    const type_obj = c.PyLong_FromLong(sock_type | sys.sock_nonblock) orelse return null;
     const ctx = c.PyContext_CopyCurrent() orelse {
         py.decref(type_obj);
         return null;
@@ -579,6 +585,7 @@ pub fn initTypes(module: *Obj) bool {
         .resume_name = py.intern("_resume"),
         .call_later = py.intern("call_later"),
         .cancel = py.intern("cancel"),
+        .setblocking = py.intern("setblocking"),
     };
     const socket_mod = c.PyImport_ImportModule("socket") orelse return false;
     defer py.decref(socket_mod);

@@ -22,7 +22,7 @@ const std = @import("std");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const linux = std.os.linux;
+const sys = @import("core").sys;
 
 /// `PySocketSockObject`'s head (CPython's `Modules/socketmodule.h`, the
 /// same from 3.11 to 3.15): `SOCKET_T` is an `int` on POSIX.
@@ -68,8 +68,8 @@ pub fn init() bool {
 /// `SocketHead.sock_fd`, as `fileno()` reports it, and -1 there once
 /// detached. Null (a Python error set) when no socket could be opened.
 fn layoutMatches(cls: *Obj) ?bool {
-    const af: c_long = linux.AF.UNIX;
-    const kind: c_long = linux.SOCK.DGRAM;
+    const af: c_long = std.c.AF.UNIX;
+    const kind: c_long = std.c.SOCK.DGRAM;
     const sock = c.PyObject_CallFunction(cls, "ll", af, kind) orelse return null;
     defer py.decref(sock);
     const head: *SocketHead = @ptrCast(@alignCast(sock));
@@ -78,7 +78,7 @@ fn layoutMatches(cls: *Obj) ?bool {
     const detached = c.PyObject_CallMethodNoArgs(sock, name_detach) orelse return null;
     defer py.decref(detached);
     const fd = c.PyLong_AsLong(detached);
-    if (fd >= 0) _ = linux.close(@intCast(fd));
+    if (fd >= 0) sys.close(@intCast(fd));
     return reported >= 0 and before == reported and fd == reported and head.sock_fd == -1;
 }
 

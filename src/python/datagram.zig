@@ -24,7 +24,11 @@ const loop_mod = @import("loop.zig");
 const borrowed = @import("borrowed.zig");
 const transport_methods = @import("transport_methods.zig");
 const shared = transport_methods.Methods(@This());
-const linux = std.os.linux;
+const sockio = @import("sockio.zig");
+/// The target's socket-address types and families (a BSD's carry a
+/// length byte before an 8-bit family; Linux's have a 16-bit family).
+const sa_types = std.c.sockaddr;
+const AF = std.c.AF;
 
 const gpa = std.heap.c_allocator;
 
@@ -93,8 +97,7 @@ pub const Inner = struct {
     protocol_paused: bool = false,
     /// The last sender's address, raw and as a Python object (owned), so
     /// a peer sending many datagrams costs one tuple.
-    last_raw: linux.sockaddr.storage = undefined,
-    last_len: u32 = 0,
+    last: sockio.Address = .{},
     last_addr: ?*Obj = null,
     /// The `contextvars.Context` datagram_received/error_received run in: a
     /// copy of the current context taken when reading starts or resumes, as
@@ -173,15 +176,6 @@ pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
 
 // ------------------------------------------------------------- plumbing
 
-/// `OSError(errno, strerror)`: CPython picks the subclass from errno
-/// (ConnectionRefusedError...), as the socket module raises.
-fn errnoException(errno: u16) ?*Obj {
-    const e: c_int = errno;
-    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
-    defer py.decref(args);
-    return c.PyObject_Call(c.PyExc_OSError, args, null);
-}
-
 /// Calls `self.<name>(args...)`; false with the error pending.
 fn callSelf(t: *Transport, name: *Obj, args: anytype) bool {
     const r = py.callMethod(py.obj(t), name, args) orelse return false;
@@ -204,7 +198,7 @@ fn reportPending(t: *Transport) core.RunError!void {
 
 /// `protocol.error_received(OSError(errno))`; false with the error pending.
 fn errorReceived(t: *Transport, errno: u16) bool {
-    const exc = errnoException(errno) orelse return false;
+    const exc = sockio.errnoException(errno) orelse return false;
     defer py.decref(exc);
     const r = py.callMethod(t.protocol.?, names.error_received, .{exc}) orelse
         return false;
@@ -266,11 +260,6 @@ fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
 
 // ------------------------------------------------------------- addresses
 
-const SockAddr = struct {
-    storage: linux.sockaddr.storage = undefined,
-    len: u32 = 0,
-};
-
 fn portOf(o: *Obj) ?u16 {
     if (c.PyLong_Check(o) == 0) return null;
     const v = c.PyLong_AsLong(o);
@@ -285,11 +274,11 @@ fn portOf(o: *Obj) ?u16 {
 /// Numeric IPv4/IPv6 tuples and Unix paths, parsed without Python; null
 /// for anything else (host names, odd forms), which goes through
 /// `socket.sendto` so its resolution and its errors are exactly Python's.
-fn parseAddress(family: u16, addr: *Obj, out: *SockAddr) bool {
-    if (family == linux.AF.UNIX) return parseUnix(addr, out);
+fn parseAddress(family: u16, addr: *Obj, out: *sockio.Address) bool {
+    if (family == AF.UNIX) return parseUnix(addr, out);
     if (c.PyTuple_Check(addr) == 0) return false;
     const n = c.PyTuple_Size(addr);
-    const want: py.Ssize = if (family == linux.AF.INET) 2 else if (family == linux.AF.INET6) 4 else return false;
+    const want: py.Ssize = if (family == AF.INET) 2 else if (family == AF.INET6) 4 else return false;
     if (n < 2 or n > want) return false;
     const host = c.PyTuple_GetItem(addr, 0);
     if (c.PyUnicode_Check(host) == 0) return false;
@@ -298,23 +287,23 @@ fn parseAddress(family: u16, addr: *Obj, out: *SockAddr) bool {
         c.PyErr_Clear();
         return false;
     };
-    if (family == linux.AF.INET) {
-        const sa: *linux.sockaddr.in = @ptrCast(&out.storage);
+    if (family == AF.INET) {
+        const sa: *sa_types.in = @ptrCast(&out.storage);
         sa.* = .{ .port = std.mem.nativeToBig(u16, port), .addr = 0 };
-        if (inet_pton(linux.AF.INET, host_z, &sa.addr) != 1) return false;
-        out.len = @sizeOf(linux.sockaddr.in);
+        if (inet_pton(AF.INET, host_z, &sa.addr) != 1) return false;
+        out.len = @sizeOf(sa_types.in);
         return true;
     }
     // Flow info and scope id (rare) take Python's path and its checks.
     if (n > 2) return false;
-    const sa: *linux.sockaddr.in6 = @ptrCast(&out.storage);
+    const sa: *sa_types.in6 = @ptrCast(&out.storage);
     sa.* = .{ .port = std.mem.nativeToBig(u16, port), .flowinfo = 0, .addr = undefined, .scope_id = 0 };
-    if (inet_pton(linux.AF.INET6, host_z, &sa.addr) != 1) return false;
-    out.len = @sizeOf(linux.sockaddr.in6);
+    if (inet_pton(AF.INET6, host_z, &sa.addr) != 1) return false;
+    out.len = @sizeOf(sa_types.in6);
     return true;
 }
 
-fn parseUnix(addr: *Obj, out: *SockAddr) bool {
+fn parseUnix(addr: *Obj, out: *sockio.Address) bool {
     if (c.PyBytes_Check(addr) == 0 and c.PyUnicode_Check(addr) == 0) return false;
     const raw = if (c.PyUnicode_Check(addr) != 0)
         (c.PyUnicode_EncodeFSDefault(addr) orelse {
@@ -325,35 +314,35 @@ fn parseUnix(addr: *Obj, out: *SockAddr) bool {
         py.newref(addr);
     defer py.decref(raw);
     const len: usize = @intCast(c.PyBytes_Size(raw));
-    const sa: *linux.sockaddr.un = @ptrCast(&out.storage);
+    const sa: *sa_types.un = @ptrCast(&out.storage);
     if (len == 0 or len >= sa.path.len) return false;
-    sa.family = linux.AF.UNIX;
+    sa.* = .{ .path = undefined }; // the family (and a BSD's length byte)
     const src: [*]const u8 = @ptrCast(c.PyBytes_AsString(raw));
     @memcpy(sa.path[0..len], src[0..len]);
     sa.path[len] = 0;
     // An abstract name (leading NUL) counts exactly its bytes.
     const extra: usize = if (src[0] == 0) 0 else 1;
-    out.len = @intCast(@offsetOf(linux.sockaddr.un, "path") + len + extra);
+    out.len = @intCast(@offsetOf(sa_types.un, "path") + len + extra);
     return true;
 }
 
 /// The sender's address as the socket module returns it.
-fn addressObject(raw: *const linux.sockaddr.storage, len: u32) ?*Obj {
+fn addressObject(raw: *const sa_types.storage, len: u32) ?*Obj {
     // No address at all: the sender is an unnamed socket (the other end of
     // a socketpair). CPython's makesockaddr gives None then, and so does
     // asyncio's datagram_received.
     if (len == 0) return py.newref(py.none());
     switch (raw.family) {
-        linux.AF.INET => {
-            const sa: *const linux.sockaddr.in = @ptrCast(raw);
+        AF.INET => {
+            const sa: *const sa_types.in = @ptrCast(raw);
             const b: [4]u8 = @bitCast(sa.addr);
             var text: [16]u8 = undefined;
             const s = std.fmt.bufPrint(&text, "{d}.{d}.{d}.{d}", .{ b[0], b[1], b[2], b[3] }) catch unreachable;
             const port: c_int = std.mem.bigToNative(u16, sa.port);
             return c.Py_BuildValue("(s#i)", s.ptr, @as(py.Ssize, @intCast(s.len)), port);
         },
-        linux.AF.INET6 => {
-            const sa: *const linux.sockaddr.in6 = @ptrCast(raw);
+        AF.INET6 => {
+            const sa: *const sa_types.in6 = @ptrCast(raw);
             var host: [64]u8 = undefined;
             if (getnameinfo(raw, len, &host, host.len, null, 0, NI_NUMERICHOST) != 0) {
                 return py.raise(c.PyExc_OSError, "getnameinfo failed on a datagram's address");
@@ -362,9 +351,9 @@ fn addressObject(raw: *const linux.sockaddr.storage, len: u32) ?*Obj {
             const flow: c_uint = std.mem.bigToNative(u32, sa.flowinfo);
             return c.Py_BuildValue("(sikI)", @as([*:0]const u8, @ptrCast(&host)), port, @as(c_ulong, flow), sa.scope_id);
         },
-        linux.AF.UNIX => {
-            const sa: *const linux.sockaddr.un = @ptrCast(raw);
-            const path_off = @offsetOf(linux.sockaddr.un, "path");
+        AF.UNIX => {
+            const sa: *const sa_types.un = @ptrCast(raw);
+            const path_off = @offsetOf(sa_types.un, "path");
             const n: usize = if (len > path_off) len - path_off else 0;
             if (n > 0 and sa.path[0] == 0) {
                 return c.PyBytes_FromStringAndSize(@ptrCast(&sa.path), @intCast(n));
@@ -377,18 +366,19 @@ fn addressObject(raw: *const linux.sockaddr.storage, len: u32) ?*Obj {
 }
 
 /// The sender's address, reusing the previous object for the same peer.
-fn senderAddress(in: *Inner, raw: *const linux.sockaddr.storage, len: u32) ?*Obj {
-    const new_bytes = std.mem.asBytes(raw)[0..len];
+fn senderAddress(in: *Inner, from: *const sockio.Address) ?*Obj {
+    const len = @min(from.len, @sizeOf(sa_types.storage));
+    const new_bytes = std.mem.asBytes(&from.storage)[0..len];
     if (in.last_addr) |a| {
-        if (in.last_len == len and std.mem.eql(u8, std.mem.asBytes(&in.last_raw)[0..len], new_bytes)) {
+        if (in.last.len == len and std.mem.eql(u8, std.mem.asBytes(&in.last.storage)[0..len], new_bytes)) {
             return py.newref(a);
         }
     }
-    const a = addressObject(raw, len) orelse return null;
+    const a = addressObject(&from.storage, len) orelse return null;
     py.clear(&in.last_addr);
     in.last_addr = py.newref(a);
-    @memcpy(std.mem.asBytes(&in.last_raw)[0..len], new_bytes);
-    in.last_len = len;
+    @memcpy(std.mem.asBytes(&in.last.storage)[0..len], new_bytes);
+    in.last.len = len;
     return a;
 }
 
@@ -401,20 +391,18 @@ const Sent = enum { sent, would_block, failed };
 /// caller (from error_received, or one that must abort).
 fn sendOne(t: *Transport, data_obj: *Obj, data: []const u8, addr: ?*Obj) error{Raised}!Sent {
     const in = t.inner.?;
-    var sa: SockAddr = .{};
-    var rc: usize = undefined;
-    if (in.connected) {
-        rc = linux.sendto(in.sysFd(), data.ptr, data.len, 0, null, 0);
-    } else if (addr != null and parseAddress(in.family, addr.?, &sa)) {
-        rc = linux.sendto(in.sysFd(), data.ptr, data.len, 0, @ptrCast(&sa.storage), sa.len);
-    } else {
+    var sa: sockio.Address = .{};
+    const got = if (in.connected)
+        sockio.sendto(in.sysFd(), data, null)
+    else if (addr != null and parseAddress(in.family, addr.?, &sa))
+        sockio.sendto(in.sysFd(), data, &sa)
+    else
         return sendPython(t, data_obj, addr);
-    }
-    switch (linux.errno(rc)) {
-        .SUCCESS => return .sent,
-        .AGAIN, .INTR => return .would_block,
-        else => |e| {
-            if (!errorReceived(t, @intFromEnum(e))) return error.Raised;
+    switch (got) {
+        .done => return .sent,
+        .would_block => return .would_block,
+        .failed => |errno| {
+            if (!errorReceived(t, errno)) return error.Raised;
             return .failed;
         },
     }
@@ -600,21 +588,19 @@ pub fn captureContext(in: *Inner) bool {
 
 fn readReady(t: *Transport) core.RunError!void {
     const in = t.inner.?;
-    var raw: linux.sockaddr.storage = undefined;
-    @memset(std.mem.asBytes(&raw)[0..@sizeOf(linux.sockaddr.in6)], 0);
-    var len: u32 = @sizeOf(linux.sockaddr.storage);
-    const rc = linux.recvfrom(in.sysFd(), &recv_buf, recv_buf.len, 0, @ptrCast(&raw), &len);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return,
-        else => |e| {
-            if (!errorReceived(t, @intFromEnum(e))) try reportPending(t);
+    var from: sockio.Address = .{};
+    @memset(std.mem.asBytes(&from.storage)[0..@sizeOf(sa_types.in6)], 0);
+    const rc = switch (sockio.recvfrom(in.sysFd(), &recv_buf, &from)) {
+        .done => |n| n,
+        .would_block => return,
+        .failed => |errno| {
+            if (!errorReceived(t, errno)) try reportPending(t);
             return;
         },
-    }
+    };
     const data = c.PyBytes_FromStringAndSize(@ptrCast(&recv_buf), @intCast(rc)) orelse return reportPending(t);
     defer py.decref(data);
-    const addr = senderAddress(in, &raw, @min(len, @sizeOf(linux.sockaddr.storage))) orelse {
+    const addr = senderAddress(in, &from) orelse {
         if (!fatalPending(t, names.msg_read)) try reportPending(t);
         return;
     };
@@ -717,6 +703,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         gpa.destroy(in);
         return loop_mod.attachFailed(err);
     };
+    sockio.noSigpipe(fd);
     in.attached = true;
     if (sock_owner) |o| in.sock_owner = py.newref(o);
     t.inner = in;
@@ -754,7 +741,7 @@ pub const evictIfStale = shared.evictIfStale;
 /// error_received). False with the Python error set when it must abort
 /// the caller.
 pub fn failGone(t: *Transport) bool {
-    const exc = errnoException(@intFromEnum(linux.E.BADF)) orelse return false;
+    const exc = sockio.errnoException(sockio.ebadf) orelse return false;
     py.restoreException(exc);
     return fatalPending(t, names.msg_gone);
 }

@@ -10,12 +10,15 @@ const std = @import("std");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const linux = std.os.linux;
+const sys = @import("core").sys;
 
 /// `_sendfile(out_fd, in_fd, offset, count)`: one sendfile(2) of up to
 /// `count` bytes of `in_fd` from `offset` (the file position stays), as
 /// `os.sendfile`; returns the bytes sent (0 at end of file). EAGAIN is
 /// BlockingIOError; EINTR runs the signal handlers and retries (PEP 475).
+/// The OS layer's `sendfile`: Linux's, the BSDs' and macOS's own (what a
+/// call sent before it failed with EAGAIN counts as sent), or a copy
+/// through a buffer where there is none.
 fn sendfile(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (nargs != 4) return py.raise(c.PyExc_TypeError, "_sendfile(out_fd, in_fd, offset, count)");
     const out_fd = cInt(args[0]) orelse return null;
@@ -24,14 +27,19 @@ fn sendfile(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     if (offset == -1 and c.PyErr_Occurred() != null) return null;
     const count = c.PyLong_AsSize_t(args[3]);
     if (count == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
+    // The socket is the loop's or asyncio-checked user code's; before the
+    // first send on it (macOS: SO_NOSIGPIPE; nothing elsewhere).
+    sys.noSigpipe(out_fd);
     while (true) {
         const ts = c.PyEval_SaveThread();
-        const rc = linux.sendfile(out_fd, in_fd, &offset, count);
+        const r = sys.sendfile(out_fd, in_fd, &offset, count);
         c.PyEval_RestoreThread(ts);
-        switch (linux.errno(rc)) {
-            .SUCCESS => return c.PyLong_FromSize_t(rc),
-            .INTR => if (c.PyErr_CheckSignals() < 0) return null,
-            else => |e| return py.raiseErrno(@intFromEnum(e)),
+        switch (r) {
+            .ok => |n| return c.PyLong_FromSize_t(n),
+            .err => |e| switch (e) {
+                .INTR => if (c.PyErr_CheckSignals() < 0) return null,
+                else => return py.raiseErrno(@intFromEnum(e)),
+            },
         }
     }
 }
@@ -64,16 +72,14 @@ fn pathStat(_: ?*Obj, path: ?*Obj) callconv(.c) ?*Obj {
     const encoded = fsPath(path) orelse return null;
     defer py.decref(encoded);
     const name: [*:0]const u8 = @ptrCast(c.PyBytes_AsString(encoded));
-    var st: linux.Statx = undefined;
-    // statx (Linux 4.11): the one stat call std offers for every arch.
+    // statx on Linux, fstatat elsewhere (the OS layer's `statPath`).
     const ts = c.PyEval_SaveThread();
-    const mask: linux.STATX = .{ .TYPE = true, .MODE = true, .INO = true };
-    const rc = linux.statx(linux.AT.FDCWD, name, 0, mask, &st);
+    const r = sys.statPath(name);
     c.PyEval_RestoreThread(ts);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        else => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
-    }
+    const st = switch (r) {
+        .ok => |st| st,
+        .err => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
+    };
     return c.Py_BuildValue("(IK)", @as(c_uint, st.mode), @as(c_ulonglong, st.ino));
 }
 
@@ -84,11 +90,11 @@ fn unlink(_: ?*Obj, path: ?*Obj) callconv(.c) ?*Obj {
     defer py.decref(encoded);
     const name: [*:0]const u8 = @ptrCast(c.PyBytes_AsString(encoded));
     const ts = c.PyEval_SaveThread();
-    const rc = linux.unlink(name);
+    const r = sys.unlink(name);
     c.PyEval_RestoreThread(ts);
-    switch (linux.errno(rc)) {
-        .SUCCESS => return py.newref(py.none()),
-        else => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
+    switch (r) {
+        .ok => return py.newref(py.none()),
+        .err => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
     }
 }
 

@@ -17,7 +17,7 @@ const std = @import("std");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const linux = std.os.linux;
+const sockio = @import("sockio.zig");
 const loop_mod = @import("loop.zig");
 const sockops = @import("sockops.zig");
 const accept = @import("accept.zig");
@@ -109,7 +109,7 @@ fn start(s: *SockCall, out: *?*Obj) c.PySendResult {
     s.fd_obj = fd_obj;
     // A closed socket's fileno() is -1: fail as its recv()/send() would.
     if (c.PyLong_Check(fd_obj) != 0 and c.PyLong_AsLong(fd_obj) == -1) {
-        if (c.PyErr_Occurred() == null) _ = py.raiseErrno(@intFromEnum(linux.E.BADF));
+        if (c.PyErr_Occurred() == null) _ = py.raiseErrno(sockio.ebadf);
         return c.PYGEN_ERROR;
     }
     const fd = loop_mod.parseFd(fd_obj) orelse return c.PYGEN_ERROR;
@@ -135,6 +135,9 @@ fn startRecv(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
 
 fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
     const data = s.arg.?;
+    // Before the first send on the user's socket (the ready callback's
+    // sends are on the same socket).
+    sockio.noSigpipe(fd);
     var len: usize = undefined;
     const sent: usize = switch (sockops.sendFrom(s.sock.?, fd, data, 0, &len) orelse return c.PYGEN_ERROR) {
         .upto => |n| n,

@@ -16,7 +16,7 @@ const py = @import("py.zig");
 const borrowed = @import("borrowed.zig");
 const c = py.c;
 const Obj = py.Obj;
-const linux = std.os.linux;
+const sockio = @import("sockio.zig");
 
 const Names = struct {
     done: *Obj,
@@ -43,10 +43,7 @@ fn resolve(fut: *Obj, value: *Obj) ?*Obj {
 /// `fut.set_exception(OSError(errno, strerror))`: the errno picks the
 /// subclass (ConnectionResetError...), as the socket module raises; True.
 pub fn reject(fut: *Obj, errno: u16) ?*Obj {
-    const e: c_int = errno;
-    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
-    defer py.decref(args);
-    const exc = c.PyObject_Call(c.PyExc_OSError, args, null) orelse return null;
+    const exc = sockio.errnoException(errno) orelse return null;
     defer py.decref(exc);
     const r = py.callMethod(fut, names.set_exception, .{exc}) orelse return null;
     py.decref(r);
@@ -142,18 +139,17 @@ pub fn recvBytes(sock: *Obj, fd: i32, n_obj: ?*Obj) ?Received {
     if (n == 0) return .{ .data = c.PyBytes_FromStringAndSize(null, 0) orelse return null };
     var data: ?*Obj = receiveBuffer(@intCast(n)) orelse return null;
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
-    const rc = linux.recvfrom(borrowed.fdFor(sock, fd), buf, @intCast(n), 0, null, null);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => {
+    const rc = switch (sockio.recv(borrowed.fdFor(sock, fd), buf[0..@intCast(n)])) {
+        .done => |got| got,
+        .would_block => {
             keepSpare(data.?);
             return .would_block;
         },
-        else => |e| {
+        .failed => |errno| {
             keepSpare(data.?);
-            return .{ .failed = @intFromEnum(e) };
+            return .{ .failed = errno };
         },
-    }
+    };
     if (rc != @as(usize, @intCast(c.Py_SIZE(data.?))) and c._PyBytes_Resize(&data, @intCast(rc)) < 0) return null;
     return .{ .data = data.? };
 }
@@ -194,13 +190,14 @@ fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, buf: *Obj) ?*Obj {
     }
     // Asked after the export, which may run Python code (`__buffer__`).
     const to = borrowed.fdFor(sock, fd);
-    const rc = linux.recvfrom(to, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    const into: [*]u8 = @ptrCast(view.buf);
+    const got = sockio.recv(to, into[0..@intCast(view.len)]);
     c.PyBuffer_Release(&view);
-    switch (linux.errno(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return pending(),
-        else => |e| return reject(fut, @intFromEnum(e)),
-    }
+    const rc = switch (got) {
+        .done => |n| n,
+        .would_block => return pending(),
+        .failed => |errno| return reject(fut, errno),
+    };
     const n = c.PyLong_FromSize_t(rc) orelse return null;
     return resolve(fut, n);
 }
@@ -225,11 +222,10 @@ pub fn sendFrom(sock: *Obj, fd: i32, data: *Obj, start: usize, len: *usize) ?Sen
     const from: usize = @min(start, len.*);
     // Asked after the export, which may run Python code (`__buffer__`).
     const to = borrowed.fdFor(sock, fd);
-    const rc = linux.sendto(to, all + from, len.* - from, linux.MSG.NOSIGNAL, null, 0);
-    return switch (linux.errno(rc)) {
-        .SUCCESS => .{ .upto = from + rc },
-        .AGAIN, .INTR => .would_block,
-        else => |e| .{ .failed = @intFromEnum(e) },
+    return switch (sockio.send(to, all[from..len.*])) {
+        .done => |n| .{ .upto = from + n },
+        .would_block => .would_block,
+        .failed => |errno| .{ .failed = errno },
     };
 }
 

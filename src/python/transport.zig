@@ -41,7 +41,7 @@ const recvpool = @import("recvpool.zig");
 const state = @import("state.zig");
 const borrowed = @import("borrowed.zig");
 const shared = transport_methods.Methods(@This());
-const linux = std.os.linux;
+const sockio = @import("sockio.zig");
 
 const gpa = std.heap.c_allocator;
 
@@ -174,8 +174,9 @@ const ref_min_bytes = 16 * 1024;
 /// The least size of a copy block (a longer mutable rest gets a block of
 /// its own length). Small enough to waste little per idle transport.
 const copy_block_bytes = 16 * 1024;
-/// iovecs per sendmsg (Linux's `UIO_MAXIOV`); 16 KiB of stack.
-const iov_max = linux.IOV_MAX;
+/// iovecs per sendmsg (Linux's `UIO_MAXIOV`, the BSDs' `IOV_MAX`: 1024);
+/// 16 KiB of stack.
+const iov_max = sockio.iov_max;
 
 /// Write coalescing. A write() of an exact `bytes`, made from a loop
 /// callback while nothing is buffered, is not sent at once: up to
@@ -200,7 +201,7 @@ const cork_max_bytes = 16 * 1024;
 const Cork = struct {
     n: usize = 0,
     size: usize = 0,
-    iov: [cork_slots]std.posix.iovec_const = undefined,
+    iov: [cork_slots]sockio.iovec_const = undefined,
     /// The `bytes` each iovec points into (strong references).
     held: [cork_slots]*Obj = undefined,
 
@@ -295,7 +296,7 @@ const WriteQueue = struct {
     }
 
     /// Points `iov` at the first segments; returns how many it filled.
-    fn gather(q: *WriteQueue, iov: []std.posix.iovec_const) usize {
+    fn gather(q: *WriteQueue, iov: []sockio.iovec_const) usize {
         const segs = q.live();
         const n = @min(segs.len, iov.len);
         for (segs[0..n], iov[0..n]) |s, *v| {
@@ -398,19 +399,6 @@ pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
 
 // ------------------------------------------------------------- plumbing
 
-/// `OSError(errno, strerror)`: CPython picks the subclass from errno
-/// (ConnectionResetError, BrokenPipeError...), as asyncio's sockets raise.
-fn errnoException(errno: u16) ?*Obj {
-    const e: c_int = errno;
-    const args = c.Py_BuildValue("(is)", e, c.strerror(e)) orelse return null;
-    defer py.decref(args);
-    return c.PyObject_Call(c.PyExc_OSError, args, null);
-}
-
-fn errnoOf(rc: usize) linux.E {
-    return linux.errno(rc);
-}
-
 /// A Python error from a callback out of the I/O path: KeyboardInterrupt and
 /// SystemExit abort the loop; anything else should never get here (the
 /// Python helpers report their own errors), so it is printed, not lost.
@@ -434,7 +422,7 @@ fn fatalFromPending(t: *Transport, msg: *Obj) core.RunError!void {
 }
 
 fn fatalErrno(t: *Transport, errno: u16, msg: *Obj) core.RunError!void {
-    const exc = errnoException(errno) orelse return pendingToRun(t);
+    const exc = sockio.errnoException(errno) orelse return pendingToRun(t);
     try fatal(t, exc, msg);
 }
 
@@ -507,25 +495,6 @@ fn maybeResume(t: *Transport) bool {
     return callSelf(t, names.resume_cb);
 }
 
-fn sendRaw(fd: i32, data: []const u8) usize {
-    return linux.sendto(fd, data.ptr, data.len, linux.MSG.NOSIGNAL, null, 0);
-}
-
-/// One gathering send; like `sendRaw`, never SIGPIPE.
-fn sendIov(fd: i32, iov: []const std.posix.iovec_const) usize {
-    std.debug.assert(iov.len <= iov_max);
-    const msg: linux.msghdr_const = .{
-        .name = null,
-        .namelen = 0,
-        .iov = iov.ptr,
-        .iovlen = iov.len,
-        .control = null,
-        .controllen = 0,
-        .flags = 0,
-    };
-    return linux.sendmsg(fd, &msg, linux.MSG.NOSIGNAL);
-}
-
 // ------------------------------------------------------------ readiness
 
 /// Runs from the ready queue (see `shared.onReady`).
@@ -580,7 +549,7 @@ pub fn captureContext(in: *Inner) bool {
 /// by `deliverRx`.
 pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
     const l = loopOf(in.owner);
-    if (rv.res == -@as(i32, @intFromEnum(linux.E.NOBUFS))) {
+    if (rv.res == -@as(i32, @intFromEnum(sockio.E.NOBUFS))) {
         // Nothing received; the backend receives again on its next wait.
         l.recv_pool.grow(&l.reactor);
         return;
@@ -774,17 +743,20 @@ fn readReady(t: *Transport) core.RunError!void {
     const spare = takeBuffer(&l.read_spare, read_spare_bytes) orelse
         return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
-    const rc = linux.recvfrom(in.sysFd(), buf, read_spare_bytes, 0, null, null);
-    const failed = errnoOf(rc);
-    if (!rest) in.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
+    const got = sockio.recv(in.sysFd(), buf[0..read_spare_bytes]);
+    const rc: usize = switch (got) {
+        .done => |n| n,
+        else => 0,
+    };
+    if (!rest) in.big_reads = rc > read_exact_bytes;
     const copy_max: usize = if (in.keeps_data) read_copy_bytes else read_exact_bytes;
-    if (failed != .SUCCESS or rc == 0 or rc <= copy_max) {
-        const data = if (failed == .SUCCESS and rc > 0) c.PyBytes_FromStringAndSize(buf, @intCast(rc)) else null;
+    if (rc <= copy_max) {
+        const data = if (rc > 0) c.PyBytes_FromStringAndSize(buf, @intCast(rc)) else null;
         returnSpare(l, spare);
-        switch (failed) {
-            .SUCCESS => {},
-            .AGAIN, .INTR => return,
-            else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
+        switch (got) {
+            .done => {},
+            .would_block => return,
+            .failed => |errno| return fatalErrno(t, errno, names.msg_read),
         }
         if (rc == 0) return readEof(t);
         return deliver(t, data orelse return fatalFromPending(t, names.msg_read));
@@ -823,15 +795,14 @@ fn readLent(t: *Transport) core.RunError!void {
     const lent = takeBuffer(&l.read_lent, read_lent_bytes) orelse
         return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(lent));
-    const rc = linux.recvfrom(in.sysFd(), buf, read_lent_bytes, 0, null, null);
-    switch (errnoOf(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return giveBack(l, &l.read_lent, lent, read_lent_bytes),
-        else => |e| {
+    const rc = switch (sockio.recv(in.sysFd(), buf[0..read_lent_bytes])) {
+        .done => |n| n,
+        .would_block => return giveBack(l, &l.read_lent, lent, read_lent_bytes),
+        .failed => |errno| {
             giveBack(l, &l.read_lent, lent, read_lent_bytes);
-            return fatalErrno(t, @intFromEnum(e), names.msg_read);
+            return fatalErrno(t, errno, names.msg_read);
         },
-    }
+    };
     if (rc == 0) {
         giveBack(l, &l.read_lent, lent, read_lent_bytes);
         return readEof(t);
@@ -860,27 +831,25 @@ fn readLent(t: *Transport) core.RunError!void {
 /// found by the read), or more than `read_copy_bytes` (the spare).
 fn readExact(t: *Transport) core.RunError!bool {
     const in = t.inner.?;
-    var queued: c_int = 0;
-    if (errnoOf(linux.ioctl(in.sysFd(), linux.T.FIONREAD, @intFromPtr(&queued))) != .SUCCESS) return false;
-    if (queued <= read_exact_bytes or queued > read_copy_bytes) return false;
-    const n: usize = @intCast(queued);
+    const n = sockio.bytesReadable(in.sysFd()) orelse return false;
+    if (n <= read_exact_bytes or n > read_copy_bytes) return false;
     var data: ?*Obj = c.PyBytes_FromStringAndSize(null, @intCast(n)) orelse {
         try fatalFromPending(t, names.msg_read);
         return true;
     };
-    const rc = linux.recvfrom(in.sysFd(), @ptrCast(c.PyBytes_AsString(data)), n, 0, null, null);
-    switch (errnoOf(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => {
+    const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
+    const rc = switch (sockio.recv(in.sysFd(), buf[0..n])) {
+        .done => |got| got,
+        .would_block => {
             py.decref(data.?);
             return true;
         },
-        else => |e| {
+        .failed => |errno| {
             py.decref(data.?);
-            try fatalErrno(t, @intFromEnum(e), names.msg_read);
+            try fatalErrno(t, errno, names.msg_read);
             return true;
         },
-    }
+    };
     if (rc == 0) {
         // Data was queued a moment ago: only a shutdown in between gets here.
         py.decref(data.?);
@@ -986,13 +955,14 @@ fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
 fn readBuffered(t: *Transport) core.RunError!void {
     var view: c.Py_buffer = undefined;
     if (!try getBuffer(t, &view)) return;
-    const rc = linux.recvfrom(t.inner.?.sysFd(), @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    const buf: [*]u8 = @ptrCast(view.buf);
+    const got = sockio.recv(t.inner.?.sysFd(), buf[0..@intCast(view.len)]);
     c.PyBuffer_Release(&view);
-    switch (errnoOf(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return,
-        else => |e| return fatalErrno(t, @intFromEnum(e), names.msg_read),
-    }
+    const rc = switch (got) {
+        .done => |n| n,
+        .would_block => return,
+        .failed => |errno| return fatalErrno(t, errno, names.msg_read),
+    };
     if (rc == 0) return readEof(t);
     return bufferUpdated(t, rc);
 }
@@ -1018,17 +988,16 @@ fn writeReady(t: *Transport) core.RunError!void {
         return updateInterest(t);
     }
     // One sendmsg per writable event, as asyncio's `_write_sendmsg`.
-    var iov: [iov_max]std.posix.iovec_const = undefined;
-    const rc = sendIov(in.sysFd(), iov[0..in.wq.gather(&iov)]);
-    switch (errnoOf(rc)) {
-        .SUCCESS => {},
-        .AGAIN, .INTR => return,
-        else => |e| {
+    var iov: [iov_max]sockio.iovec_const = undefined;
+    const rc = switch (sockio.sendv(in.sysFd(), iov[0..in.wq.gather(&iov)])) {
+        .done => |n| n,
+        .would_block => return,
+        .failed => |errno| {
             in.wq.releaseAll();
             updateInterest(t);
-            return fatalErrno(t, @intFromEnum(e), names.msg_write);
+            return fatalErrno(t, errno, names.msg_write);
         },
-    }
+    };
     in.wq.consume(rc);
     if (!maybeResume(t)) try pendingToRun(t);
     if (in.pending() > 0) return;
@@ -1039,7 +1008,7 @@ fn writeReady(t: *Transport) core.RunError!void {
             if (!scheduleConnectionLost(t, py.none())) try pendingToRun(t);
         }
     } else if (in.eof) {
-        _ = linux.shutdown(in.sysFd(), linux.SHUT.WR);
+        sockio.shutdownWrite(in.sysFd());
     }
 }
 
@@ -1121,6 +1090,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         gpa.destroy(in);
         return loop_mod.attachFailed(err);
     };
+    sockio.noSigpipe(fd);
     // After anything that fails: these take references.
     reads.apply(in);
     if (sock_owner) |o| in.sock_owner = py.newref(o);
@@ -1158,7 +1128,7 @@ pub const evictIfStale = shared.evictIfStale;
 /// OSError(EBADF) next pass. False with the Python error set when it must
 /// abort the caller.
 pub fn failGone(t: *Transport) bool {
-    fatalErrno(t, @intFromEnum(linux.E.BADF), names.msg_gone) catch return false;
+    fatalErrno(t, sockio.ebadf, names.msg_gone) catch return false;
     return true;
 }
 
@@ -1297,11 +1267,10 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     if (in.conn_lost > 0) return writeAfterLost(t);
     var sent: usize = 0;
     if (in.pending() == 0) {
-        const rc = sendRaw(in.sysFd(), all);
-        switch (errnoOf(rc)) {
-            .SUCCESS => sent = rc,
-            .AGAIN, .INTR => {},
-            else => |e| return writeFailed(t, @intFromEnum(e)),
+        switch (sockio.send(in.sysFd(), all)) {
+            .done => |n| sent = n,
+            .would_block => {},
+            .failed => |errno| return writeFailed(t, errno),
         }
         if (sent == all.len) return py.newref(py.none());
     }
@@ -1346,15 +1315,15 @@ fn uncork(t: *Transport) bool {
     if (in.conn_lost > 0) return true;
     std.debug.assert(in.pending() == 0);
     const fd = in.sysFd();
-    const rc = if (k.n == 1)
-        sendRaw(fd, k.iov[0].base[0..k.iov[0].len])
+    const got = if (k.n == 1)
+        sockio.send(fd, k.iov[0].base[0..k.iov[0].len])
     else
-        sendIov(fd, k.iov[0..k.n]);
+        sockio.sendv(fd, k.iov[0..k.n]);
     var sent: usize = 0;
-    switch (errnoOf(rc)) {
-        .SUCCESS => sent = rc,
-        .AGAIN, .INTR => {},
-        else => |e| return succeeded(writeFailed(t, @intFromEnum(e))),
+    switch (got) {
+        .done => |n| sent = n,
+        .would_block => {},
+        .failed => |errno| return succeeded(writeFailed(t, errno)),
     }
     if (sent == k.size) return true;
     var skip = sent;
@@ -1606,17 +1575,16 @@ const scratch_bytes = 16 * 1024;
 /// else 0. What the socket did not take is still read from the items,
 /// not from the scratch copy, so the copy may be thrown away.
 fn sendViews(fd: i32, views: []const c.Py_buffer, at: *Cursor) u16 {
-    var iov: [iov_max]std.posix.iovec_const = undefined;
+    var iov: [iov_max]sockio.iovec_const = undefined;
     var scratch: [scratch_bytes]u8 = undefined;
     while (at.item < views.len) {
         const batch = gatherViews(views, at.*, &iov, &scratch);
         if (batch.iovecs == 0) break; // only empty items were left
-        const rc = sendIov(fd, iov[0..batch.iovecs]);
-        switch (errnoOf(rc)) {
-            .SUCCESS => {},
-            .AGAIN, .INTR => return 0,
-            else => |e| return @intFromEnum(e),
-        }
+        const rc = switch (sockio.sendv(fd, iov[0..batch.iovecs])) {
+            .done => |n| n,
+            .would_block => return 0,
+            .failed => |errno| return errno,
+        };
         if (rc < batch.bytes) {
             at.advance(views, rc);
             return 0;
@@ -1637,7 +1605,7 @@ const Batch = struct {
 /// Points `iov` at the items from `at` on, in order, until `iov` or
 /// `scratch` is full: long items in place, runs of short ones copied into
 /// `scratch` and sharing an iovec.
-fn gatherViews(views: []const c.Py_buffer, at: Cursor, iov: []std.posix.iovec_const, scratch: []u8) Batch {
+fn gatherViews(views: []const c.Py_buffer, at: Cursor, iov: []sockio.iovec_const, scratch: []u8) Batch {
     var n: usize = 0;
     var bytes: usize = 0;
     var used: usize = 0;
@@ -1684,7 +1652,7 @@ fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     if (in.closing or in.eof) return py.newref(py.none());
     if (!uncork(py.cast(Transport, self.?))) return null;
     in.eof = true;
-    if (in.pending() == 0) _ = linux.shutdown(in.sysFd(), linux.SHUT.WR);
+    if (in.pending() == 0) sockio.shutdownWrite(in.sysFd());
     return py.newref(py.none());
 }
 

@@ -134,11 +134,19 @@ pub const Backend = struct {
             slot.read = .absent;
             slot.write = .absent;
         }
+        // Dropping all interest is a removal to the reactor, which then
+        // holds nothing registered for the fd (its next registration comes
+        // with `how.registered` false, as after epoll's CTL_DEL): a
+        // disarmed one-shot filter of the other direction goes too, or it
+        // would outlive the record of it and keep its EV_DISPATCH through
+        // the next EV_ADD (a "level" filter that reports once).
+        var drop = how;
+        if (new.none() and !old.none()) drop.forget = true;
         var plan: [4]Change = undefined;
         var n: usize = 0;
         inline for (.{ Dir.read, Dir.write }) |dir| {
             const want = @field(new, @tagName(dir));
-            n += planFilter(plan[n..], fd, dir, @field(slot, @tagName(dir)), want, how);
+            n += planFilter(plan[n..], fd, dir, @field(slot, @tagName(dir)), want, drop);
         }
         if (n == 0) return;
         return b.apply(plan[0..n]);
@@ -160,10 +168,15 @@ pub const Backend = struct {
         }.change;
         switch (target) {
             // A disarmed one-shot filter reports nothing: it stays, and goes
-            // with its file, as a disarmed EPOLLONESHOT entry does. An armed
-            // one is disabled rather than deleted unless the fd is leaving.
+            // with its file, as a disarmed EPOLLONESHOT entry does, unless
+            // the fd is leaving or losing all interest (see `setInterest`).
+            // An armed one is disabled rather than deleted unless so.
             .absent => return switch (cur) {
-                .disarmed, .absent => 0,
+                .absent => 0,
+                .disarmed => if (how.forget)
+                    one(out, 0, fd, dir, kq.make(ident, filter, EV.DELETE, 0, 0), .absent)
+                else
+                    0,
                 .armed => if (how.forget)
                     one(out, 0, fd, dir, kq.make(ident, filter, EV.DELETE, 0, 0), .absent)
                 else
@@ -458,6 +471,26 @@ test "kqueue: a one-shot registration of both directions is disarmed whole by on
     for (0..2) |_| try expect((try pollOne(&b, 1000)).readable);
     try b.setInterest(pair[0], .{ .read = true }, .{}, .{ .forget = true });
     try pollNone(&b);
+}
+
+test "kqueue: dropping all interest removes a disarmed one-shot filter too; what comes next is level-triggered" {
+    var b = try Backend.init();
+    defer b.deinit();
+    const pair = try testing.socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    // A one-shot write fires (a connect's wait), leaving its filter disarmed.
+    try b.setInterest(pair[0], .{}, .{ .write = true }, .{ .oneshot = true });
+    try expect((try pollOne(&b, 1000)).writable);
+    // A level read is added, then dropped: to the reactor nothing of the fd
+    // is registered any more, so its next registration says so.
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{ .registered = true });
+    try b.setInterest(pair[0], .{ .read = true }, .{}, .{ .registered = true });
+    try b.setInterest(pair[0], .{}, .{ .write = true }, .{});
+    // Reported on every poll: an EV_ADD onto the stale EV_DISPATCH filter
+    // (kqueue(2): "re-adding an existing event will modify the parameters
+    // of the original event") would have reported once.
+    for (0..2) |_| try expect((try pollOne(&b, 1000)).writable);
 }
 
 test "kqueue: end of file with data pending is readable, not an error; a write side gone wakes both" {

@@ -204,6 +204,11 @@ pub fn noSigpipe(fd: fd_t) void {
     _ = fd;
 }
 
+/// The flag that, or'ed into a socket type, makes the socket non-blocking
+/// from the start (SOCK_NONBLOCK): CPython's `socket.socket(family, type |
+/// SOCK_NONBLOCK, proto, fd)` then sets its timeout to 0 with no syscall.
+pub const sock_nonblock: c_int = linux.SOCK.NONBLOCK;
+
 // ------------------------------------------------------ Linux only
 
 /// A non-blocking, close-on-exec eventfd counting from 0.

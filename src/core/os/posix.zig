@@ -252,6 +252,12 @@ pub fn noSigpipe(fd: fd_t) void {
     target.noSigpipe(fd);
 }
 
+/// No socket-type flag makes a socket non-blocking here (macOS has no
+/// SOCK_NONBLOCK; a portable Linux build leaves it out to run the same
+/// path): the caller sets the socket object's mode itself, and `accept`
+/// made the fd non-blocking with fcntl.
+pub const sock_nonblock: c_int = 0;
+
 // ---------------------------------------------------------------- tests
 
 test "a portable pipe is non-blocking both ways and close-on-exec" {
