@@ -4,11 +4,12 @@ stock asyncio's semantics (``unix_events._UnixReadPipeTransport``,
 ``_UnixWritePipeTransport``, ``base_subprocess``).
 
 Pipe I/O waits on the loop's native reactor (``_add_reader`` /
-``_add_writer``). A child's exit is heard through a pidfd registered as a
-reader (Linux 5.3+): no thread per child and no SIGCHLD handler, so other
-users of SIGCHLD are left alone. Where pidfd_open is missing, one daemon
-thread per child blocks in waitpid instead (what asyncio's
-ThreadedChildWatcher does).
+``_add_writer``). A child's exit is heard natively too
+(``LoopCore._watch_child``: a pidfd on Linux 5.3+, kqueue's EVFILT_PROC on
+macOS and the BSDs): no thread per child and no SIGCHLD handler, so other
+users of SIGCHLD are left alone. Where the kernel offers neither (Linux
+before 5.3), one daemon thread per child blocks in waitpid instead (what
+asyncio's ThreadedChildWatcher does).
 
 Spawning is a cold path: ``subprocess.Popen`` does it, with
 ``asyncio.subprocess``'s protocol and ``Process`` on top.
@@ -34,7 +35,6 @@ _MAX_READ = 256 * 1024
 # After this many writes to a lost pipe, warn (asyncio's
 # constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES).
 _LOG_THRESHOLD_CONN_LOST = 5
-_HAS_PIDFD = hasattr(os, "pidfd_open")
 
 
 def _stands_for(pipe, fd):
@@ -386,7 +386,7 @@ class _WritePipeTransport(_PipeWatch, transports._FlowControlMixin, transports.W
 
 class _SubprocessTransport(asyncio.SubprocessTransport):
     """A child process started by ``subprocess.Popen``, its pipes on the
-    pipe transports above, its exit heard through a pidfd."""
+    pipe transports above, its exit heard by the loop (``_watch_child``)."""
 
     def __init__(self, loop, protocol, args, shell, stdin, stdout, stderr, bufsize, extra=None, **kwargs):
         super().__init__(extra)
@@ -401,7 +401,9 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         self._pending_calls = collections.deque()
         self._pipes = {}
         self._finished = False
-        self._pidfd = None
+        # The handle `_watch_child` queues when the child exits, while
+        # the loop watches for that.
+        self._exit_watch = None
         for fd, kind in ((0, stdin), (1, stdout), (2, stderr)):
             if kind == subprocess.PIPE:
                 self._pipes[fd] = None
@@ -487,15 +489,15 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         if self._returncode is not None or self._proc.returncode is not None:
             self._loop.call_soon(self._reap)
             return
-        if _HAS_PIDFD:
-            try:
-                self._pidfd = os.pidfd_open(self._pid)
-            except OSError:
-                self._pidfd = None  # an old kernel: use the thread below
-            else:
-                self._loop._add_reader(self._pidfd, self._reap)
-                return
-        threading.Thread(target=self._wait_in_thread, name=f"zloop-waitpid-{self._pid}", daemon=True).start()
+        try:
+            self._exit_watch = self._loop._watch_child(self._pid, self._reap)
+        except ProcessLookupError:
+            # Reaped already, or (macOS) exited and waiting to be: reap
+            # it, or report 255 as asyncio's watchers do.
+            self._loop.call_soon(self._reap)
+        except OSError:
+            # No pidfds (Linux before 5.3): a thread waits instead.
+            threading.Thread(target=self._wait_in_thread, name=f"zloop-waitpid-{self._pid}", daemon=True).start()
 
     def _wait_in_thread(self):
         try:
@@ -508,15 +510,14 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 except RuntimeError:
                     pass
 
-    def _release_pidfd(self):
-        pidfd, self._pidfd = self._pidfd, None
-        if pidfd is not None:
-            if not self._loop.is_closed():
-                self._loop._remove_reader(pidfd)
-            os.close(pidfd)
+    def _unwatch_exit(self):
+        watch, self._exit_watch = self._exit_watch, None
+        if watch is not None:
+            watch.cancel()  # heard already: queued, or running (_reap)
+            self._loop._unwatch_child(watch)
 
     def _reap(self):
-        """The child exited (its pidfd is readable): collect its status.
+        """The child exited (the loop heard it): collect its status.
 
         os.waitpid is looked up at each call, not bound by Popen at import,
         so that code patching it (CPython's tests) sees the call."""
@@ -531,15 +532,18 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 logger.warning("child process pid %d exit status already read: will report returncode 255", self._pid)
                 returncode = 255
             except BaseException:
-                # The pidfd stays readable: release it rather than spin on
-                # it; the error goes to the loop's exception handler.
-                self._release_pidfd()
+                # Not watched again (no spinning on an exit that cannot be
+                # collected); the error goes to the loop's exception handler.
+                self._exit_watch = None
                 raise
             else:
                 if pid == 0:
-                    return  # spurious wakeup: keep watching
+                    # Not collectable yet (a spurious report): watch again.
+                    self._exit_watch = None
+                    self._watch_exit()
+                    return
                 returncode = _exit_code(status)
-        self._release_pidfd()
+        self._unwatch_exit()
         self._process_exited(returncode)
 
     def _process_exited(self, returncode):
@@ -651,7 +655,7 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 proc.kill()
             except ProcessLookupError:
                 pass
-            # The pidfd reader (or the thread) still reaps it.
+            # The exit watch (or the thread) still reaps it.
 
     def _loop_closing(self):
         """The loop closes with this child alive: close the pipes' fds, kill
@@ -668,7 +672,7 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr) if self._proc else ():
             if stream is not None:
                 stream.close()
-        self._release_pidfd()
+        self._unwatch_exit()
         proc = self._proc
         if proc is not None and proc.poll() is None:
             try:

@@ -523,6 +523,18 @@ pub const TimerEntry = struct {
     callback: Callback,
 };
 
+/// Whether `w` is a child watch's pidfd watcher (Linux: `watchChild`
+/// registers one in the watcher table, beside the caller's own watchers).
+pub fn isChildWatcher(w: *const IoWatcher) bool {
+    return w.on_ready == childReady;
+}
+
+/// The child watch a pidfd watcher belongs to (`isChildWatcher`).
+pub fn childWatcherOf(w: *IoWatcher) *ChildWatcher {
+    std.debug.assert(isChildWatcher(w));
+    return @fieldParentPtr("io", w);
+}
+
 /// A child's pidfd turned readable: it has exited (Linux).
 fn childReady(io: *IoWatcher, _: Event) RunError!void {
     if (!sys.is_linux) unreachable; // no pidfds: the backend watches children

@@ -11,6 +11,7 @@ const handle = @import("handle.zig");
 const sockops = @import("sockops.zig");
 const sockcall = @import("sockcall.zig");
 const borrowed = @import("borrowed.zig");
+const children = @import("children.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
@@ -889,6 +890,20 @@ fn makeHandle(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) cal
     return py.obj(h);
 }
 
+/// `_watch_child(pid, callback, *args)`: see children.zig.
+fn watchChild(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!checkClosed(loop)) return null;
+    return children.watchChild(&loop.reactor, self.?, args, nargs);
+}
+
+/// `_unwatch_child(handle)`: see children.zig.
+fn unwatchChild(self: ?*Obj, h: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (loop.has_reactor) children.unwatchChild(&loop.reactor, h.?);
+    return py.newref(py.none());
+}
+
 /// `_add_callback(handle)`: queue an existing handle unless cancelled.
 fn addCallback(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
@@ -931,6 +946,7 @@ fn drain(loop: *Loop, close_reactor: bool) void {
         if (r) |h| py.decref(py.obj(h));
         if (wr) |h| py.decref(py.obj(h));
     }
+    children.dropAll(&loop.reactor);
     if (close_reactor) {
         loop.reactor.deinit();
         loop.has_reactor = false;
@@ -1074,7 +1090,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
             if (rc != 0) return rc;
         };
     }
-    return 0;
+    return children.traverse(&loop.reactor, visit, arg);
 }
 
 fn clearGc(self: ?*Obj) callconv(.c) c_int {
@@ -1198,6 +1214,8 @@ var methods = [_]c.PyMethodDef{
     py.methodO("_io_handles", ioHandles, null),
     py.methodFast("_make_handle", makeHandle, null),
     py.methodO("_add_callback", addCallback, null),
+    py.methodFast("_watch_child", watchChild, null),
+    py.methodO("_unwatch_child", unwatchChild, null),
     py.sentinel_method,
 };
 

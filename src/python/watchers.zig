@@ -1,23 +1,28 @@
 //! Which reactor watchers belong to native transports, and how each kind
 //! leaves the reactor when its loop closes. `loop.zig` asks here (not each
 //! transport file) so a new kind of native transport registers in one place.
-//! The names match `transport.zig`'s, which this file extends.
+//! The names match `transport.zig`'s, which this file extends. A child
+//! watch's pidfd (`_watch_child` on Linux: the reactor registers it in the
+//! watcher table) counts as one too: it is no add_reader watcher.
 const core = @import("core");
 const py = @import("py.zig");
 const transport = @import("transport.zig");
 const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
+const children = @import("children.zig");
 
 /// True when `w` is owned by a native transport or a server's acceptor
 /// (not an add_reader watcher).
 pub fn isTransportWatcher(w: *core.IoWatcher) bool {
-    return transport.isTransportWatcher(w) or datagram.isWatcher(w) or accept.isWatcher(w);
+    return transport.isTransportWatcher(w) or datagram.isWatcher(w) or accept.isWatcher(w) or
+        core.reactor.isChildWatcher(w);
 }
 
 /// The transport object owning `w`; `w` must satisfy `isTransportWatcher`.
 pub fn ownerOfWatcher(w: *core.IoWatcher) *py.Obj {
     if (datagram.isWatcher(w)) return datagram.ownerOfWatcher(w);
     if (accept.isWatcher(w)) return accept.ownerOfWatcher(w);
+    if (core.reactor.isChildWatcher(w)) return children.ownerOfWatcher(w);
     return transport.ownerOfWatcher(w);
 }
 
@@ -25,6 +30,7 @@ pub fn ownerOfWatcher(w: *core.IoWatcher) *py.Obj {
 pub fn loopClosing(w: *core.IoWatcher) void {
     if (datagram.isWatcher(w)) return datagram.loopClosing(w);
     if (accept.isWatcher(w)) return accept.loopClosing(w);
+    if (core.reactor.isChildWatcher(w)) return children.loopClosing(w);
     transport.loopClosing(w);
 }
 
@@ -35,5 +41,7 @@ pub fn loopClosing(w: *core.IoWatcher) void {
 pub fn evictIfStale(w: *core.IoWatcher) bool {
     if (datagram.isWatcher(w)) return datagram.evictIfStale(w);
     if (accept.isWatcher(w)) return accept.evictIfStale(w);
+    // A pidfd is the loop's own: never stale.
+    if (core.reactor.isChildWatcher(w)) return true;
     return transport.evictIfStale(w);
 }
