@@ -272,7 +272,9 @@ pub const Reactor = struct {
         if (r.ready.len > 0 or r.stopping) return 0;
         const next = r.timers.peek() orelse return -1;
         const delay_s = next.when_s - sys.monotonic_s();
-        if (delay_s <= 0) return 0;
+        // NaN too (a timer at NaN): asyncio's `max(0, when - now)` is 0
+        // for it, and the pass below finds it due.
+        if (!(delay_s > 0)) return 0;
         // Round up, as asyncio's selector does, so a timer never wakes early
         // only to sleep again for 0 ms; cap to stay inside i32.
         const ms = @ceil(delay_s * 1000.0);
@@ -544,6 +546,30 @@ fn caseDueTimersFireInOrder(r: *Reactor) !void {
     try std.testing.expectEqualSlices(u32, &.{ 1, 2 }, log.items);
     try std.testing.expect(r.now_s() >= now + 0.002);
     try std.testing.expect(!r.stopping);
+}
+
+test "a timer at NaN or -inf is due at once; one at +inf caps the wait" {
+    try eachBackend(caseTimersAtOddDeadlines);
+}
+
+fn caseTimersAtOddDeadlines(r: *Reactor) !void {
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    var never: TimerProbe = .{ .log = &log, .id = 3, .reactor = r };
+    never.entry.timer.when_s = std.math.inf(f64);
+    try r.addTimer(&never.entry.timer);
+    try std.testing.expectEqual(@as(i32, 86_400_000), r.timeoutMs());
+    // Asyncio's `max(0, when - now)` waits 0 ms for NaN; an unguarded
+    // conversion of NaN to an int would be undefined (a wait for ever).
+    var nan: TimerProbe = .{ .log = &log, .id = 1, .reactor = r };
+    var past: TimerProbe = .{ .log = &log, .id = 2, .reactor = r, .stop = true };
+    nan.entry.timer.when_s = std.math.nan(f64);
+    past.entry.timer.when_s = -std.math.inf(f64);
+    try r.addTimer(&nan.entry.timer);
+    try r.addTimer(&past.entry.timer);
+    try r.runForever();
+    try std.testing.expectEqualSlices(u32, &.{ 1, 2 }, log.items);
+    r.cancelTimer(&never.entry.timer);
 }
 
 test "wake from another thread unblocks an infinite wait" {

@@ -144,8 +144,13 @@ fn runNode(cb: *core.Callback) core.RunError!void {
     try loop_mod.runHandle(h);
 }
 
+/// Drops a handle the loop closes on, unrun. Its callback goes too: a
+/// handle is not tracked by the collector, so one kept by what its callback
+/// refers to (an SSLProtocol's handshake timer, whose callback is a lambda
+/// over the protocol) would hold that cycle, and its socket, for ever.
 fn dropNode(cb: *core.Callback) void {
     const h: *Handle = @fieldParentPtr("node", cb);
+    if (!h.running) releaseCallback(h);
     py.decref(py.obj(h));
 }
 
@@ -162,6 +167,7 @@ fn dropTimerNode(cb: *core.Callback) void {
     const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
     const t: *TimerHandle = @fieldParentPtr("entry", entry);
     t.scheduled = false;
+    if (!t.base.running) releaseCallback(&t.base); // as dropNode
     py.decref(py.obj(t));
 }
 
