@@ -988,6 +988,8 @@ async def _n_create_server(loop, v, arg, tmp):
         srv = await loop.create_unix_server(_Accepts, path, backlog=v)
     elif arg == "port":
         srv = await loop.create_server(_Accepts, "127.0.0.1", v)
+    elif arg in ("family", "flags"):
+        srv = await loop.create_server(_Accepts, "127.0.0.1", 0, **{arg: v})
     else:
         srv = await loop.create_server(_Accepts, "127.0.0.1", 0, backlog=v)
     try:
@@ -1018,8 +1020,14 @@ async def _n_create_connection(loop, v, arg):
 
 
 async def _n_datagram_endpoint(loop, v, arg):
-    addr = ("127.0.0.1", v)
-    kw = {"local_addr": addr} if arg == "local port" else {"remote_addr": addr}
+    if arg == "local port":
+        kw = {"local_addr": ("127.0.0.1", v)}
+    elif arg == "remote port":
+        kw = {"remote_addr": ("127.0.0.1", v)}
+    elif arg == "family":
+        kw = {"family": v}  # no address: the family makes the socket
+    else:
+        kw = {"local_addr": ("127.0.0.1", 0), arg: v}
     t, _ = await asyncio.wait_for(loop.create_datagram_endpoint(asyncio.DatagramProtocol, **kw), _AWAIT_S)
     t.close()
     return "made"
@@ -1118,8 +1126,14 @@ _LOOP_NUMBER_OPS = {
         lambda loop, v: _n_tls_timeout(loop, v, "ssl_handshake_timeout"),
     "create_connection(ssl_shutdown_timeout)":
         lambda loop, v: _n_tls_timeout(loop, v, "ssl_shutdown_timeout"),
+    "create_connection(family)": lambda loop, v: _n_create_connection(loop, v, "family"),
+    "create_connection(proto)": lambda loop, v: _n_create_connection(loop, v, "proto"),
+    "create_connection(flags)": lambda loop, v: _n_create_connection(loop, v, "flags"),
     "create_datagram_endpoint(local port)": lambda loop, v: _n_datagram_endpoint(loop, v, "local port"),
     "create_datagram_endpoint(remote port)": lambda loop, v: _n_datagram_endpoint(loop, v, "remote port"),
+    "create_datagram_endpoint(family)": lambda loop, v: _n_datagram_endpoint(loop, v, "family"),
+    "create_datagram_endpoint(proto)": lambda loop, v: _n_datagram_endpoint(loop, v, "proto"),
+    "create_datagram_endpoint(flags)": lambda loop, v: _n_datagram_endpoint(loop, v, "flags"),
     "add_signal_handler(sig)": _n_add_signal_handler,
     "remove_signal_handler(sig)": _n_remove_signal_handler,
 }
@@ -1128,6 +1142,8 @@ _SERVER_NUMBER_OPS = {
     "create_server(backlog)": lambda loop, v, tmp: _n_create_server(loop, v, "backlog", tmp),
     "create_server(port)": lambda loop, v, tmp: _n_create_server(loop, v, "port", tmp),
     "create_unix_server(backlog)": lambda loop, v, tmp: _n_create_server(loop, v, "unix backlog", tmp),
+    "create_server(family)": lambda loop, v, tmp: _n_create_server(loop, v, "family", tmp),
+    "create_server(flags)": lambda loop, v, tmp: _n_create_server(loop, v, "flags", tmp),
 }
 if "timeouts.timeout(timeout)" in inspect.getsource(asyncio.BaseEventLoop.shutdown_default_executor):
     # Stock asyncio as zloop: 3.11's has no timeout parameter, and early
@@ -1158,6 +1174,8 @@ def _transport_number_ops(kind):
     if kind == "tcp":
         ops["sendfile(offset)"] = "offset"
         ops["sendfile(count)"] = "count"
+    if kind == "udp":
+        ops["sendto(port)"] = lambda c, v: c.t.sendto(b"x", ("127.0.0.1", v))
     return ops
 
 
