@@ -113,6 +113,32 @@ pub const Waker = struct {
     }
 };
 
+/// Blocks the calling thread while `word` holds `expect`, for at most
+/// `timeout_ns`. It may return early (a wake, a signal, a spurious wake-up):
+/// callers check their condition and their own deadline. A private futex on
+/// Linux; elsewhere a sleep of at most 100 µs, which `futexWake` does not cut
+/// short (those platforms poll).
+pub fn futexWait(word: *const std.atomic.Value(u32), expect: u32, timeout_ns: u64) void {
+    if (is_linux) {
+        const ts: linux.timespec = .{
+            .sec = @intCast(timeout_ns / std.time.ns_per_s),
+            .nsec = @intCast(timeout_ns % std.time.ns_per_s),
+        };
+        // EAGAIN (the word changed), EINTR and ETIMEDOUT all mean "look again".
+        _ = linux.futex_4arg(&word.raw, .{ .cmd = .WAIT, .private = true }, expect, &ts);
+        return;
+    }
+    if (word.load(.acquire) != expect) return;
+    const ts: std.c.timespec = .{ .sec = 0, .nsec = @intCast(@min(timeout_ns, 100 * std.time.ns_per_us)) };
+    _ = std.c.nanosleep(&ts, null);
+}
+
+/// Wakes every thread blocked in `futexWait` on `word` (Linux; elsewhere the
+/// waiters poll).
+pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
+    if (is_linux) _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, std.math.maxInt(i32));
+}
+
 /// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD
 /// asks the fd table only, whatever the file is.
 pub fn checkOpen(fd: fd_t) Error!void {

@@ -231,7 +231,7 @@ fn scheduleSoon(
     nargs: py.Ssize,
     kwnames: ?*Obj,
     comptime name: [:0]const u8,
-    threadsafe: bool,
+    comptime threadsafe: bool,
 ) ?*Obj {
     const loop = py.cast(Loop, self.?);
     var buf: [1]?*Obj = undefined;
@@ -251,13 +251,40 @@ fn scheduleSoon(
         py.decref(py.obj(h));
         return null;
     }
-    loop.reactor.callSoon(&h.node) catch {
+    if (threadsafe) handle.markPosted(h);
+    const queued = if (threadsafe) loop.reactor.callSoonPosted(&h.node) else loop.reactor.callSoon(&h.node);
+    queued catch {
         py.decref(py.obj(h));
         return c.PyErr_NoMemory();
     };
     py.incref(py.obj(h)); // the ready queue's reference
-    if (threadsafe) loop.reactor.wake();
+    if (threadsafe) {
+        loop.reactor.wake();
+        if (loop.reactor.postersShouldWait()) holdBackPoster(loop);
+    }
     return py.obj(h);
+}
+
+/// A thread posting to a loop whose posted callbacks pile up waits, with the
+/// GIL released, until the loop has run them down (see `core.reactor.Posted`:
+/// bounded, and not while the loop makes no progress). Never the loop's own
+/// thread, nor while the loop is not running: then nothing would drain it.
+fn holdBackPoster(loop: *Loop) void {
+    if (loop.thread_id == 0 or loop.thread_id == c.PyThread_get_thread_ident()) return;
+    const r = &loop.reactor;
+    const w = r.postWaitBegin();
+    const ts = c.PyEval_SaveThread();
+    const outcome = r.awaitDrained(w);
+    c.PyEval_RestoreThread(ts);
+    // The loop may have closed meanwhile (its reactor gone; `awaitDrained`
+    // touched only its atomics, which live in this object).
+    if (loop.has_reactor) r.postWaitEnd(w, outcome);
+}
+
+/// A posted handle left the ready queue (see `handle.markPosted`).
+pub fn postedTaken(h: *Handle) void {
+    const loop = py.cast(Loop, h.loop.?);
+    if (loop.has_reactor) loop.reactor.postedTaken();
 }
 
 fn callSoon(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
@@ -864,6 +891,8 @@ fn drain(loop: *Loop, close_reactor: bool) void {
         if (wr) |h| py.decref(py.obj(h));
     }
     if (close_reactor) {
+        // Producers waiting for the queue to drain wait no more.
+        loop.reactor.releasePosters();
         loop.reactor.deinit();
         loop.has_reactor = false;
         loop.recv_pool.deinit();
