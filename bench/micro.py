@@ -56,28 +56,7 @@ def bench_call_soon(loop, n, batch=100):
     figure is the loop's cost per handle, not the callback's, and so that the
     count can be checked afterwards.
     """
-    counter = itertools.count()
-    tick = counter.__next__
-    call_soon = loop.call_soon
-    left = n
-
-    def driver():
-        nonlocal left
-        if left <= 0:
-            loop.stop()
-            return
-        for _ in range(batch):
-            call_soon(tick)
-        left -= batch
-        call_soon(driver)
-
-    start = clocks()
-    call_soon(driver)
-    loop.run_forever()
-    elapsed = since(start)
-    ran = next(counter)
-    expect(ran, n - left, "call_soon")
-    return ran, elapsed
+    return _batches(loop, n, batch, loop.call_soon, "call_soon")
 
 
 def bench_threadsafe_post(loop, n, batch=100):
@@ -86,9 +65,14 @@ def bench_threadsafe_post(loop, n, batch=100):
     thread, so no GIL hand-off and at most one eventfd write and read per
     batch: the figure is repeatable (icount counts it), where `threadsafe`'s
     is the wall-clock cost a real producer thread pays."""
+    return _batches(loop, n, batch, loop.call_soon_threadsafe, "threadsafe_post")
+
+
+def _batches(loop, n, batch, schedule, what):
+    """n counter ticks queued `batch` at a time with `schedule` by a driver
+    that then queues itself; (ticks run, elapsed)."""
     counter = itertools.count()
     tick = counter.__next__
-    post = loop.call_soon_threadsafe
     left = n
 
     def driver():
@@ -97,16 +81,16 @@ def bench_threadsafe_post(loop, n, batch=100):
             loop.stop()
             return
         for _ in range(batch):
-            post(tick)
+            schedule(tick)
         left -= batch
-        post(driver)
+        schedule(driver)
 
     start = clocks()
-    post(driver)
+    schedule(driver)
     loop.run_forever()
     elapsed = since(start)
     ran = next(counter)
-    expect(ran, n - left, "threadsafe_post")
+    expect(ran, n - left, what)
     return ran, elapsed
 
 
