@@ -727,7 +727,7 @@ const PostedProbe = struct {
     }
 };
 
-test "posters wait above high until the loop runs the queue down to low, not while it runs nothing" {
+test "posters wait above high until the loop runs the queue down to low; not on a stalled loop" {
     try eachBackend(casePostersWait);
 }
 

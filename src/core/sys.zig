@@ -129,14 +129,17 @@ pub fn futexWait(word: *const std.atomic.Value(u32), expect: u32, timeout_ns: u6
         return;
     }
     if (word.load(.acquire) != expect) return;
-    const ts: std.c.timespec = .{ .sec = 0, .nsec = @intCast(@min(timeout_ns, 100 * std.time.ns_per_us)) };
+    const nap_ns = @min(timeout_ns, 100 * std.time.ns_per_us);
+    const ts: std.c.timespec = .{ .sec = 0, .nsec = @intCast(nap_ns) };
     _ = std.c.nanosleep(&ts, null);
 }
 
 /// Wakes every thread blocked in `futexWait` on `word` (Linux; elsewhere the
 /// waiters poll).
 pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
-    if (is_linux) _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, std.math.maxInt(i32));
+    if (!is_linux) return;
+    const all: u32 = std.math.maxInt(i32);
+    _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, all);
 }
 
 /// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD

@@ -252,7 +252,10 @@ fn scheduleSoon(
         return null;
     }
     if (threadsafe) handle.markPosted(h);
-    const queued = if (threadsafe) loop.reactor.callSoonPosted(&h.node) else loop.reactor.callSoon(&h.node);
+    const queued = if (threadsafe)
+        loop.reactor.callSoonPosted(&h.node)
+    else
+        loop.reactor.callSoon(&h.node);
     queued catch {
         py.decref(py.obj(h));
         return c.PyErr_NoMemory();
@@ -1135,7 +1138,8 @@ fn setSlow(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
     const given = value orelse return noDelete("slow_callback_duration");
     var seconds = c.PyFloat_AsDouble(given);
     if (seconds == -1.0 and c.PyErr_Occurred() != null) {
-        if (c.PyLong_Check(given) == 0 or c.PyErr_ExceptionMatches(c.PyExc_OverflowError) == 0) return -1;
+        const overflow = c.PyErr_ExceptionMatches(c.PyExc_OverflowError) != 0;
+        if (c.PyLong_Check(given) == 0 or !overflow) return -1;
         c.PyErr_Clear();
         var sign: c_int = 0;
         _ = c.PyLong_AsLongLongAndOverflow(given, &sign);

@@ -83,7 +83,9 @@ pub fn Methods(comptime M: type) type {
         pub fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
             const in = M.innerOrRaise(self) orelse return null;
             if (in.limits) |given| return py.newref(given);
-            return c.Py_BuildValue("(NN)", c.PyLong_FromSize_t(in.low), c.PyLong_FromSize_t(in.high));
+            const low = c.PyLong_FromSize_t(in.low);
+            const high = c.PyLong_FromSize_t(in.high);
+            return c.Py_BuildValue("(NN)", low, high);
         }
 
         /// `_set_limits(high, low, given)`: the marks as sizes (validated,
