@@ -31,8 +31,20 @@ comptime {
 /// The backends this platform offers; the first is the default.
 pub const Kind = if (is_linux) enum { epoll, io_uring } else enum { kqueue };
 
-/// The default backend's name (what `zloop.BACKEND` reports).
+/// The default backend's name (what `zloop.BACKEND` reports when
+/// `ZLOOP_BACKEND` is unset).
 pub const name = @tagName(@as(Kind, @enumFromInt(0)));
+
+/// Every backend name this build accepts, the default first: what
+/// `zloop.BACKENDS` lists and `ZLOOP_BACKEND` may name.
+pub const names = std.meta.fieldNames(Kind);
+
+/// `names` as an error message lists them: `'epoll', 'io_uring'`.
+pub const names_quoted = blk: {
+    var text: []const u8 = "";
+    for (names, 0..) |n, i| text = text ++ (if (i == 0) "" else ", ") ++ "'" ++ n ++ "'";
+    break :blk text;
+};
 
 pub const InitError = sys.Error || error{UnknownBackend};
 
@@ -150,9 +162,11 @@ pub fn initKind(kind: Kind) sys.Error!Backend {
     return kqueue.Backend.init();
 }
 
-/// Starts the backend `ZLOOP_BACKEND` names (the only one off Linux).
+/// Starts the backend `ZLOOP_BACKEND` names (the only one off Linux,
+/// where another name is refused all the same).
 pub fn initFromEnv() InitError!Backend {
     if (is_linux) return Linux.init();
+    _ = try kindFromEnv();
     return kqueue.Backend.init();
 }
 
@@ -178,6 +192,8 @@ test "backend names parse; unknown ones are refused" {
         try std.testing.expectEqualStrings("epoll", name);
     }
     try std.testing.expectEqual(@as(?Kind, null), parseKind("uring"));
+    try std.testing.expectEqualStrings(name, names[0]);
+    if (is_linux) try std.testing.expectEqualStrings("'epoll', 'io_uring'", names_quoted);
 }
 
 test "each Linux backend starts and reports its name" {
