@@ -43,6 +43,11 @@ DEFAULT_JOBS = 2
 DEFAULT_TIMEOUT_S = 120
 WALL_LIMIT_S = 3600
 
+# A project's own differences are run again up to this many: a real difference
+# shared by many tests (one cause) must not keep the flaky ones from their
+# reruns, and a rerun of a few hundred tests costs little beside a full run.
+RERUN_MAX = 300
+
 # The exit status when the swap reached no test: nothing was compared.
 EXIT_NOT_REACHED = 3
 
@@ -126,7 +131,8 @@ def _check(suite: Suite, args: argparse.Namespace, runs: list[tuple[str, str | N
             rc = run_pytest(suite, project, loop, backend, path, args)
             result = load_run(path, rc)
             verdict = judge(suite, args, loop, backend, result, baseline, path, rc,
-                            project, rounds=args.reruns, reached_only=True)
+                            project, rounds=args.reruns, reached_only=True,
+                            rerun_max=RERUN_MAX)
             checked.append((loop, backend, verdict, result))
     return _print_outcome(suite, baseline, base_verdict, checked, args, out_dir, own)
 

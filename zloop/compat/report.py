@@ -54,7 +54,7 @@ def load_report(path: Path) -> dict[str, Any]:
 
 # Where a test ran, as far as the swap goes (see `reach`).
 ON_LOOP = "on a loop"  # the swap reached it: compared
-OWN_LOOP = "own loop"  # only loops of the project's own classes: not compared
+OTHER_LOOP = "other loop"  # only loops the swap does not replace: not compared
 NO_LOOP = "no loop"  # no event loop in either run: not compared
 
 
@@ -96,9 +96,9 @@ def reach(base_entry: dict[str, Any] | None, target_entry: dict[str, Any] | None
           loop: str) -> str:
     """Whether the swap to ``loop`` reached a test, from the loop types it
     ran in the stock-asyncio run and in the run on ``loop``: ON_LOOP when
-    either ran a loop of a known family (asyncio's in either, or ``loop``'s),
-    OWN_LOOP when they ran only loops of other classes, NO_LOOP when they ran
-    none. A test missing from one run is ON_LOOP: a collection difference
+    either ran a loop of asyncio's family or of ``loop``'s, OTHER_LOOP when
+    they ran only loops of other classes (the project's own, or uvloop's in
+    a zloop run), NO_LOOP when they ran none. A test missing from one run is ON_LOOP: a collection difference
     is a difference."""
     from zloop.testing import loop_family  # imports pytest, which a run needs
 
@@ -107,7 +107,7 @@ def reach(base_entry: dict[str, Any] | None, target_entry: dict[str, Any] | None
     loops = [*base_entry.get("loops", []), *target_entry.get("loops", [])]
     if any(loop_family(t) in ("asyncio", loop) for t in loops):
         return ON_LOOP
-    return OWN_LOOP if loops else NO_LOOP
+    return OTHER_LOOP if loops else NO_LOOP
 
 
 def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
@@ -182,8 +182,9 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60,
               "the same on both when rerun, so not counted")
     for d in result.unreached[:limit]:
         why = ("ran no event loop in either run" if d.reach == NO_LOOP else
-               "ran only the project's own loop class, which the swap does not replace")
-        print(f"  {'NO LOOP' if d.reach == NO_LOOP else 'OWN LOOP':9} {d.test}: asyncio "
+               "ran only loops the swap does not replace (the project's own class, "
+               "or another loop's)")
+        print(f"  {'NO LOOP' if d.reach == NO_LOOP else 'OTHER LOOP':9} {d.test}: asyncio "
               f"{d.baseline}, {loop} {d.target}; {why}: not a loop difference, not counted")
     if len(result.unreached) > limit:
         print(f"  ... and {len(result.unreached) - limit} more not counted")

@@ -97,7 +97,7 @@ def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
         progress.finish(rc)
     else:
         print(f"compat: {label} finished in {elapsed_s:.0f} s (pytest exit {rc})", flush=True)
-    if rc not in (0, 1) and not verbose:
+    if not verbose and (rc not in (0, 1) or not out_path.exists()):
         show_log_tail(log, command)
     return rc
 
@@ -174,7 +174,7 @@ class _Progress:
         now = time.monotonic()
         if self.tty:
             print("\r" + self._text() + "\033[K", end="", flush=True)
-        elif now == self.started or now - self.printed_at >= self.INTERVAL_S:
+        elif now - self.printed_at >= self.INTERVAL_S:
             print(self._text(), flush=True)
             self.printed_at = now
 
@@ -333,12 +333,13 @@ class Verdict:
 def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
           result: dict[str, Any], baseline: dict[str, Any] | None, out_path: Path, rc: int,
           run_root: Path, rounds: int = 1, reached_only: bool = False,
-          require_loop: bool = True) -> Verdict:
+          require_loop: bool = True, rerun_max: int | None = None) -> Verdict:
     """Checks that a run took place on its loop, diffs it against the
     baseline and confirms the unlisted differences by rerunning them.
     ``reached_only``: compare only the tests that the swap reached (see
     ``report.diff_reports``). ``require_loop=False``: the caller explains a
-    run in which no test ran its loop itself."""
+    run in which no test ran its loop itself. ``rerun_max``: rerun at most
+    this many differences (default ``RERUN_MAX``)."""
     python = python_tag()
     min_on_loop = suite.min_on_loop_for(python)
     on_loop = result["summary"]["on_loop"]
@@ -359,7 +360,8 @@ def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None
         expected = suite.expected_for(loop, python, backend)
         diff = report.diff_reports(baseline, result, expected,
                                    loop=loop if reached_only else None)
-        confirm(suite, args, loop, backend, diff, out_path, run_root, rounds)
+        confirm(suite, args, loop, backend, diff, out_path, run_root, rounds,
+                RERUN_MAX if rerun_max is None else rerun_max)
     row = report.summary_row(suite.name, suite.pin, loop, backend, result, diff,
                              swap_ok, min_on_loop)
     if problems and row["status"] == "ok":
@@ -367,13 +369,14 @@ def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None
     return Verdict(row, diff, problems)
 
 
-# At most this many unlisted differences are run again to confirm them; more
-# than that is no flake.
+# At most this many unlisted differences of a pinned suite are run again to
+# confirm them; more than that is no flake.
 RERUN_MAX = 20
 
 
 def confirm(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
-            diff: report.DiffResult, out_path: Path, run_root: Path, rounds: int = 1) -> None:
+            diff: report.DiffResult, out_path: Path, run_root: Path, rounds: int = 1,
+            rerun_max: int = RERUN_MAX) -> None:
     """Runs the tests behind unlisted differences again on both loops,
     ``rounds`` times, and drops each difference that does not reproduce in
     every round (timing-dependent tests that failed once on one side, stock
@@ -381,7 +384,10 @@ def confirm(suite: Suite, args: argparse.Namespace, loop: str, backend: str | No
     arguments (paths included), selecting those tests."""
     for _ in range(rounds):
         tests = [d.test for d in diff.unlisted]
-        if not tests or len(tests) > RERUN_MAX:
+        if not tests or len(tests) > rerun_max:
+            if tests:
+                print(f"compat: {len(tests)} unlisted differences, more than the "
+                      f"{rerun_max} that are run again: none is", flush=True)
             return
         print(f"compat: running the {len(tests)} unlisted difference(s) again on both loops",
               flush=True)
