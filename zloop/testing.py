@@ -121,9 +121,12 @@ def stock_base(loop_type: type) -> str:
         if cls.__module__.split(".", 1)[0] not in LOOP_NAMES:
             continue
         if cls.__module__.startswith("asyncio"):
-            for name in sorted(getattr(asyncio, "__all__", ())):
-                if getattr(asyncio, name, None) is cls:
-                    return f"asyncio.{name}"
+            # 3.13 names the selector loop twice (EventLoop, SelectorEventLoop):
+            # the name closest to the class's own.
+            names = [n for n in getattr(asyncio, "__all__", ())
+                     if getattr(asyncio, n, None) is cls]
+            if names:
+                return "asyncio." + max(names, key=lambda n: (n in cls.__name__, len(n)))
         return f"{cls.__module__}.{cls.__qualname__}"
     return "object"
 
