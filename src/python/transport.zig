@@ -72,6 +72,9 @@ pub const Inner = struct {
     flush: core.Flush = .{ .cb = .{ .run = flushCork, .drop = dropCork } },
     high: usize = 64 * 1024,
     low: usize = 16 * 1024,
+    /// `(low, high)` as `set_write_buffer_limits` was given them (see
+    /// `shared.getWriteBufferLimits`); null until it is called.
+    limits: ?*Obj = null,
     conn_lost: u32 = 0,
     /// In the reactor's watcher table, holding the self-reference.
     attached: bool = false,
@@ -1778,7 +1781,9 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     const sendfile_cb: ?*Obj = if (t.inner) |in| in.sendfile_writer else null;
     const fixed_buffer: ?*Obj = if (t.inner) |in| in.fixed_buffer else null;
     const sock_owner: ?*Obj = if (t.inner) |in| in.sock_owner else null;
-    inline for (.{ t.extra, t.loop, t.protocol, ctx, sendfile_cb, fixed_buffer, sock_owner }) |m| if (m) |o| {
+    const limits: ?*Obj = if (t.inner) |in| in.limits else null;
+    const members = .{ t.extra, t.loop, t.protocol, ctx, sendfile_cb, fixed_buffer, sock_owner, limits };
+    inline for (members) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -1805,6 +1810,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
         py.clear(&in.fixed_buffer);
+        py.clear(&in.limits);
         in.wq.releaseAll();
         in.cork.release();
     }
@@ -1821,6 +1827,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         py.clear(&in.sendfile_writer);
         py.clear(&in.fixed_buffer);
         py.clear(&in.sock_owner);
+        py.clear(&in.limits);
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);
         in.cork.release();
