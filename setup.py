@@ -11,6 +11,10 @@ ReleaseFast and ReleaseSmall builds are stripped, as the release wheels are
 ZLOOP_CPU picks the target CPU (default: the build machine's own, `native`);
 a baseline such as `x86_64_v3` makes a portable build, and one valgrind can
 run (it cannot execute AVX-512).
+ZLOOP_PORTABLE=1 makes a Linux build take the portable OS layer that macOS
+and the BSDs run, and offer the backends epoll and kqueue (an emulation of
+kqueue(2) on epoll, `ZLOOP_BACKEND=kqueue`): for testing that code on Linux
+(tox's `-kqueue` environments), never for use or for a wheel.
 
 A build takes minutes (the first Zig build on a machine also builds Zig's
 own build runner into its global cache). It prints its stages as Zig
@@ -54,16 +58,22 @@ class ZigBuildExt(build_ext):
                 f"-Dstrip={'true' if mode in STRIPPED_MODES else 'false'}",
                 f"-Dpython-include={include}",
                 f"-Dcpu={os.environ.get('ZLOOP_CPU', 'native')}",
+                f"-Dportable={'true' if _portable() else 'false'}",
                 "--prefix", prefix,
                 "--cache-dir", os.path.join(root, ".zig-cache"),
             ]
-            _say(f"building zloop's extension ({mode}) with Zig: " + " ".join(cmd[1:]))
+            what = f"{mode}, portable" if _portable() else mode
+            _say(f"building zloop's extension ({what}) with Zig: " + " ".join(cmd[1:]))
             started = time.monotonic()
             _run_zig(cmd, root)
             shutil.copyfile(os.path.join(prefix, "lib", "_zloop.so"), target)
         size_kb = os.path.getsize(target) / 1024
         _say(f"built {os.path.basename(target)} ({size_kb:.0f} KiB) in "
              f"{_clock(time.monotonic() - started)}")
+
+
+def _portable():
+    return os.environ.get("ZLOOP_PORTABLE", "0") not in ("", "0")
 
 
 def _say(text):
