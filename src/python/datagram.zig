@@ -11,29 +11,34 @@
 //! Semantics follow `selector_events._SelectorDatagramTransport`: socket
 //! errors (ICMP port unreachable on a connected socket...) go to
 //! `protocol.error_received(exc)` and the transport stays open; any other
-//! exception is fatal. Layout and lifecycle are those of `transport.zig`:
-//! the type derives from `asyncio.DatagramTransport`, whose `_extra` slot
-//! follows the object header; an attached transport holds a reference to
+//! exception is fatal. Layout and lifecycle are those of `transport.zig`
+//! (`transport_object.zig`): the type derives from
+//! `asyncio.DatagramTransport`; an attached transport holds a reference to
 //! itself on the reactor's behalf, dropped by `_detach`.
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const loop_mod = @import("loop.zig");
-const borrowed = @import("borrowed.zig");
-const transport_methods = @import("transport_methods.zig");
-const shared = transport_methods.Methods(@This());
+const gpa = std.heap.c_allocator;
 const sockio = @import("sockio.zig");
+const borrowed = @import("borrowed.zig");
+const loop_mod = @import("loop.zig");
 /// The target's socket-address types and families (a BSD's carry a
 /// length byte before an 8-bit family; Linux's have a 16-bit family).
 const sa_types = std.c.sockaddr;
 const AF = std.c.AF;
-
-const gpa = std.heap.c_allocator;
+const transport_object = @import("transport_object.zig");
+pub const object = transport_object.Object(@This());
+const shared = object.methods;
+const common = &transport_object.names;
 
 /// Bytes asked of one recvfrom(), as `_SelectorTransport.max_size`.
 const max_read = 256 * 1024;
+/// The texts of its fatal errors, as asyncio words them (`fatalPending`).
+const msg_read = "Fatal read error on datagram transport";
+const msg_write = "Fatal write error on datagram transport";
+const msg_gone = "Fatal error on datagram transport: its socket was closed";
 /// After this many sendto() calls on a lost connection, warn (asyncio's
 /// `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`).
 const log_threshold_conn_lost = 5;
@@ -54,14 +59,7 @@ extern fn getnameinfo(
 ) c_int;
 const NI_NUMERICHOST = 1;
 
-pub const Transport = extern struct {
-    ob_base: Obj,
-    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor.
-    extra: ?*Obj,
-    loop: ?*Obj,
-    protocol: ?*Obj,
-    inner: ?*Inner,
-};
+pub const Transport = transport_object.Layout(Inner);
 
 /// A queued datagram: an immutable `bytes` and its address (or null).
 const Entry = struct {
@@ -72,8 +70,36 @@ const Entry = struct {
 pub const Inner = struct {
     owner: *Transport,
     /// Queued behind the ready callbacks when the fd is ready (`shared.onReady`).
-    io: transport_methods.IoQueued = shared.ioQueued(),
+    io: transport_object.IoQueued = shared.ioQueued(),
     w: core.IoWatcher,
+    /// In the reactor's watcher table, holding the self-reference.
+    attached: bool = false,
+    /// The socket is connected (`peername` is set): send(), not sendto().
+    connected: bool = false,
+    family: u16 = 0,
+    /// `remote_addr` as given (owned), or null.
+    address: ?*Obj = null,
+    /// The user's socket (`create_datagram_endpoint(sock=)`; owned), or
+    /// null for the loop's own: as the stream transport's (transport.zig's
+    /// `Inner.sock_owner`), asked for its fd before each system call.
+    sock_owner: ?*Obj = null,
+    /// 3.13 sends empty datagrams; 3.11 and 3.12 drop them.
+    send_empty: bool = false,
+
+    // The receiving side.
+    /// `_start_reading` ran (connection_made was called first).
+    started: bool = false,
+    paused: bool = false,
+    /// The last sender's address, raw and as a Python object (owned), so
+    /// a peer sending many datagrams costs one tuple.
+    last: sockio.Address = .{},
+    last_addr: ?*Obj = null,
+    /// The `contextvars.Context` datagram_received/error_received run in: a
+    /// copy of the current context taken when reading starts or resumes, as
+    /// asyncio's `_add_reader` copies it into the reader `Handle`.
+    context: ?*Obj = null,
+
+    // The sending side.
     queue: std.ArrayList(Entry) = .empty,
     /// Entries of `queue` before this index are sent.
     head: usize = 0,
@@ -85,31 +111,11 @@ pub const Inner = struct {
     /// `(low, high)` as `set_write_buffer_limits` was given them (see
     /// `shared.getWriteBufferLimits`); null until it is called.
     limits: ?*Obj = null,
-    conn_lost: u32 = 0,
-    family: u16,
-    /// The socket is connected (`peername` is set): send(), not sendto().
-    connected: bool,
-    /// 3.13 sends empty datagrams; 3.11 and 3.12 drop them.
-    send_empty: bool,
-    /// `remote_addr` as given (owned), or null.
-    address: ?*Obj = null,
-    attached: bool = false,
-    started: bool = false,
-    paused: bool = false,
-    closing: bool = false,
     protocol_paused: bool = false,
-    /// The last sender's address, raw and as a Python object (owned), so
-    /// a peer sending many datagrams costs one tuple.
-    last: sockio.Address = .{},
-    last_addr: ?*Obj = null,
-    /// The `contextvars.Context` datagram_received/error_received run in: a
-    /// copy of the current context taken when reading starts or resumes, as
-    /// asyncio's `_add_reader` copies it into the reader `Handle`.
-    context: ?*Obj = null,
-    /// The user's socket (`create_datagram_endpoint(sock=)`; owned), or
-    /// null for the loop's own: as the stream transport's (transport.zig's
-    /// `Inner.sock_owner`), asked for its fd before each system call.
-    sock_owner: ?*Obj = null,
+    /// close() was called (or a fatal error): connection_lost follows once
+    /// the queue drained.
+    closing: bool = false,
+    conn_lost: u32 = 0,
 
     /// `w.fd`, or -1 (the call fails with EBADF) once the user's socket no
     /// longer stands for it.
@@ -132,50 +138,7 @@ pub const Inner = struct {
     }
 };
 
-pub var TransportType: ?*c.PyTypeObject = null;
-var spec: c.PyType_Spec = undefined;
-var slots = [_]c.PyType_Slot{
-    .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast("The native I/O engine of zloop's datagram transports.")) },
-    .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
-    .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
-    .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
-    .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
-    .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
-    .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
-    .{ .slot = 0, .pfunc = null },
-};
 
-const Names = struct {
-    datagram_received: *Obj,
-    error_received: *Obj,
-    fatal_error: *Obj,
-    callback_error: *Obj,
-    call_connection_lost: *Obj,
-    call_soon: *Obj,
-    pause_cb: *Obj,
-    resume_cb: *Obj,
-    warn_lost: *Obj,
-    sendto_py: *Obj,
-    addr: *Obj,
-    data: *Obj,
-    msg_read: *Obj,
-    msg_write: *Obj,
-    msg_gone: *Obj,
-};
-var names: Names = undefined;
-
-fn loopOf(t: *Transport) *loop_mod.Loop {
-    return py.cast(loop_mod.Loop, t.loop.?);
-}
-
-pub fn isWatcher(w: *core.IoWatcher) bool {
-    return w.on_ready == shared.onReady;
-}
-
-pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
-    const in: *Inner = @fieldParentPtr("w", w);
-    return py.obj(in.owner);
-}
 
 // ------------------------------------------------------------- plumbing
 
@@ -194,7 +157,7 @@ fn reportPending(t: *Transport) core.RunError!void {
     if (py.pendingIsFatal()) return error.Aborted;
     const exc = py.fetchException() orelse return;
     defer py.decref(exc);
-    if (callSelf(t, names.callback_error, .{exc})) return;
+    if (callSelf(t, common.callback_error, .{exc})) return;
     if (py.pendingIsFatal()) return error.Aborted;
     c.PyErr_WriteUnraisable(py.obj(t));
 }
@@ -203,28 +166,28 @@ fn reportPending(t: *Transport) core.RunError!void {
 fn errorReceived(t: *Transport, errno: u16) bool {
     const exc = sockio.errnoException(errno) orelse return false;
     defer py.decref(exc);
-    const r = py.callMethod(t.protocol.?, names.error_received, .{exc}) orelse
+    const r = py.callMethod(t.protocol.?, common.error_received, .{exc}) orelse
         return false;
     py.decref(r);
     return true;
 }
 
 /// `self._fatal_error(pending exception, msg)`; false with an error pending.
-fn fatalPending(t: *Transport, msg: *Obj) bool {
+fn fatalPending(t: *Transport, comptime msg: [:0]const u8) bool {
     if (py.pendingIsFatal()) return false;
     const exc = py.fetchException() orelse return true;
     defer py.decref(exc);
-    const r = py.callMethod(py.obj(t), names.fatal_error, .{ exc, msg }) orelse
+    const text = c.PyUnicode_FromString(msg) orelse return false;
+    defer py.decref(text);
+    const r = py.callMethod(py.obj(t), common.fatal_error, .{ exc, text }) orelse
         return false;
     py.decref(r);
     return true;
 }
 
 pub fn updateInterest(t: *Transport) void {
-    const in = t.inner orelse return;
-    if (!in.attached) return;
-    const l = loopOf(t);
-    if (!l.has_reactor) return;
+    const l = object.attachedLoop(t) orelse return;
+    const in = t.inner.?;
     const want: core.Interest = .{
         .read = in.started and !in.paused and !in.closing,
         .write = in.queued() > 0,
@@ -242,24 +205,17 @@ pub fn maybePause(t: *Transport) bool {
     const in = t.inner.?;
     if (in.buffer_size <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
-    return callSelf(t, names.pause_cb, .{});
+    return callSelf(t, common.pause_cb, .{});
 }
 
 fn maybeResume(t: *Transport) bool {
     const in = t.inner.?;
     if (!in.protocol_paused or in.buffer_size > in.low) return true;
     in.protocol_paused = false;
-    return callSelf(t, names.resume_cb, .{});
+    return callSelf(t, common.resume_cb, .{});
 }
 
-/// `loop.call_soon(self._call_connection_lost, exc)`.
-fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
-    const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
-    defer py.decref(m);
-    const r = py.callMethod(t.loop.?, names.call_soon, .{ m, exc });
-    if (r) |o| py.decref(o) else return false;
-    return true;
-}
+const scheduleConnectionLost = object.scheduleConnectionLost;
 
 // ------------------------------------------------------------- addresses
 
@@ -415,7 +371,7 @@ fn sendOne(t: *Transport, data_obj: *Obj, data: []const u8, addr: ?*Obj) error{R
 /// of what it raises.
 fn sendPython(t: *Transport, data_obj: *Obj, addr: ?*Obj) error{Raised}!Sent {
     const a = addr orelse py.none();
-    const r = py.callMethod(py.obj(t), names.sendto_py, .{ data_obj, a });
+    const r = py.callMethod(py.obj(t), common.sendto_py, .{ data_obj, a });
     if (r) |o| {
         py.decref(o);
         return .sent;
@@ -429,12 +385,12 @@ fn sendPython(t: *Transport, data_obj: *Obj, addr: ?*Obj) error{Raised}!Sent {
     if (c.PyErr_ExceptionMatches(c.PyExc_OSError) != 0) {
         const exc = py.fetchException() orelse return error.Raised;
         defer py.decref(exc);
-        const res = py.callMethod(t.protocol.?, names.error_received, .{exc}) orelse
+        const res = py.callMethod(t.protocol.?, common.error_received, .{exc}) orelse
             return error.Raised;
         py.decref(res);
         return .failed;
     }
-    if (!fatalPending(t, names.msg_write)) return error.Raised;
+    if (!fatalPending(t, msg_write)) return error.Raised;
     return .failed;
 }
 
@@ -446,7 +402,7 @@ fn isBytesLike(o: *Obj) bool {
 fn sendto(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     var bound: [2]?*Obj = undefined;
-    if (!py.bindArgs("sendto", &.{ names.data, names.addr }, 1, args, nargs, kwnames, &bound)) return null;
+    if (!py.bindArgs("sendto", &.{ common.data, common.addr }, 1, args, nargs, kwnames, &bound)) return null;
     const addr_arg = bound[1];
     const d = bound[0].?;
     if (!isBytesLike(d)) {
@@ -508,7 +464,7 @@ fn target(t: *Transport, addr_arg: ?*Obj, addr: *?*Obj) enum { send, send_once, 
         // asyncio warns only for connected endpoints; past that point the
         // socket is gone (or going) and nothing is sent.
         if (in.address != null and in.conn_lost >= log_threshold_conn_lost and
-            !callSelf(t, names.warn_lost, .{})) return .raised;
+            !callSelf(t, common.warn_lost, .{})) return .raised;
         in.conn_lost += 1;
         return .dropped;
     }
@@ -534,7 +490,7 @@ fn sendUnreadable(t: *Transport, addr_arg: ?*Obj) ?*Obj {
     }
     py.restoreException(exc);
     if (t.inner.?.queued() != 0) return null;
-    if (!fatalPending(t, names.msg_write)) return null;
+    if (!fatalPending(t, msg_write)) return null;
     return py.newref(py.none());
 }
 
@@ -558,24 +514,10 @@ fn enqueue(t: *Transport, d: *Obj, data: []const u8, addr: ?*Obj) ?*Obj {
 
 // ------------------------------------------------------------ readiness
 
-/// Runs from the ready queue (see `shared.onReady`).
-pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
-    const in: *Inner = @fieldParentPtr("w", w);
-    const t = in.owner;
-    // The callbacks below may close the transport and drop the reactor's
-    // reference; keep it alive until this dispatch is over.
-    py.incref(py.obj(t));
-    defer py.decref(py.obj(t));
-    const ctx = in.context orelse return dispatch(t, ev);
-    py.incref(ctx);
-    defer py.decref(ctx);
-    if (c.PyContext_Enter(ctx) < 0) return reportPending(t);
-    const result = dispatch(t, ev);
-    if (c.PyContext_Exit(ctx) < 0) return reportPending(t);
-    return result;
-}
+/// A Python error under `object.dispatchReady` (the protocol's context).
+pub const dispatchFailed = reportPending;
 
-fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
+pub fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
     const in = t.inner.?;
     if (ev.readable and in.w.interest.read and in.conn_lost == 0) try readReady(t);
     if (ev.writable and in.attached and in.w.interest.write) try writeReady(t);
@@ -604,11 +546,11 @@ fn readReady(t: *Transport) core.RunError!void {
     const data = c.PyBytes_FromStringAndSize(@ptrCast(&recv_buf), @intCast(rc)) orelse return reportPending(t);
     defer py.decref(data);
     const addr = senderAddress(in, &from) orelse {
-        if (!fatalPending(t, names.msg_read)) try reportPending(t);
+        if (!fatalPending(t, msg_read)) try reportPending(t);
         return;
     };
     defer py.decref(addr);
-    const r = py.callMethod(t.protocol.?, names.datagram_received, .{ data, addr });
+    const r = py.callMethod(t.protocol.?, common.datagram_received, .{ data, addr });
     if (r) |o| py.decref(o) else try reportPending(t);
 }
 
@@ -649,12 +591,7 @@ fn popEntry(in: *Inner) void {
 
 // --------------------------------------------------------------- methods
 
-pub fn innerOrRaise(self: ?*Obj) ?*Inner {
-    const t = py.cast(Transport, self.?);
-    if (t.inner) |in| return in;
-    c.PyErr_SetString(c.PyExc_RuntimeError, "transport is not set up");
-    return null;
-}
+const innerOrRaise = object.innerOrRaise;
 
 fn longArg(o: ?*Obj) ?c_long {
     const v = c.PyLong_AsLong(o);
@@ -669,61 +606,21 @@ fn longArg(o: ?*Obj) ?c_long {
 fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     if (nargs != 9) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, address, connected, family, send_empty, header_size, sock)");
-    if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
-    const loop_obj = args[0].?;
-    if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
-        return py.raise(c.PyExc_TypeError, "_setup() expects a zloop loop");
-    }
-    const l = py.cast(loop_mod.Loop, loop_obj);
-    if (l.closed or !l.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
-    const fd_long = longArg(args[1]) orelse return null;
-    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
-    const fd: i32 = @intCast(fd_long);
-    const registered = loop_mod.claimFd(l, fd) orelse return null;
+    const to = object.target(t, args[0], args[1]) orelse return null;
+    const registered = loop_mod.claimFd(to.loop, to.fd) orelse return null;
     const connected = c.PyObject_IsTrue(args[4]);
     const send_empty = c.PyObject_IsTrue(args[6]);
     if (connected < 0 or send_empty < 0) return null;
     const family = longArg(args[5]) orelse return null;
     const header = longArg(args[7]) orelse return null;
-    const sock_owner: ?*Obj = if (py.isNone(args[8])) null else args[8].?;
-    const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
-    in.* = .{
-        .owner = t,
-        .w = .{
-            .fd = fd,
-            .on_ready = shared.onReady,
-            .registered = registered,
-            .borrowed = sock_owner != null,
-        },
-        .family = @intCast(family & 0xffff),
-        .connected = connected != 0,
-        .send_empty = send_empty != 0,
-        .header_size = @intCast(@max(header, 0)),
-        .address = if (py.isNone(args[3])) null else py.newref(args[3].?),
-    };
-    l.reactor.attach(&in.w) catch |err| {
-        py.xdecref(in.address);
-        gpa.destroy(in);
-        return loop_mod.attachFailed(err);
-    };
-    sockio.noSigpipe(fd);
-    in.attached = true;
-    if (sock_owner) |o| in.sock_owner = py.newref(o);
-    t.inner = in;
-    py.clear(&t.loop);
-    t.loop = py.newref(loop_obj);
-    py.clear(&t.protocol);
-    t.protocol = py.newref(args[2].?);
-    py.incref(py.obj(t)); // the reactor's reference, dropped by _detach
-    return py.newref(py.none());
-}
-
-fn leaveReactor(t: *Transport, in: *Inner) void {
-    if (!in.attached) return;
-    in.attached = false;
-    const l = loopOf(t);
-    if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
-    py.decref(py.obj(t));
+    const user_sock: ?*Obj = if (py.isNone(args[8])) null else args[8].?;
+    const in = object.newInner(t, to, registered, user_sock) orelse return null;
+    in.family = @intCast(family & 0xffff);
+    in.connected = connected != 0;
+    in.send_empty = send_empty != 0;
+    in.header_size = @intCast(@max(header, 0));
+    in.address = if (py.isNone(args[3])) null else py.newref(args[3].?);
+    return object.join(t, in, to, args[2].?, user_sock);
 }
 
 /// `_detach()`: leave the reactor, drop the queue and the reactor's
@@ -732,11 +629,9 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const in = t.inner orelse return py.newref(py.none());
     in.dropQueue();
-    leaveReactor(t, in);
+    object.leaveReactor(t, in);
     return py.newref(py.none());
 }
-
-pub const evictIfStale = shared.evictIfStale;
 
 /// An evicted transport's failure (`shared.evictIfStale`): OSError(EBADF)
 /// through `_fatal_error`, so connection_lost(exc) next pass (asyncio,
@@ -746,24 +641,9 @@ pub const evictIfStale = shared.evictIfStale;
 pub fn failGone(t: *Transport) bool {
     const exc = sockio.errnoException(sockio.ebadf) orelse return false;
     py.restoreException(exc);
-    return fatalPending(t, names.msg_gone);
+    return fatalPending(t, msg_gone);
 }
 
-/// Called by the loop's close() for a transport still registered: the
-/// reactor goes away, so leave it (an unclosed transport is then collected
-/// and warns, as asyncio's do).
-pub fn loopClosing(w: *core.IoWatcher) void {
-    const in: *Inner = @fieldParentPtr("w", w);
-    leaveReactor(in.owner, in);
-}
-
-fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (!captureContext(in)) return null;
-    in.started = true;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
 
 fn setProtocolNative(self: ?*Obj, protocol: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
@@ -791,40 +671,15 @@ fn close(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 }
 
 /// `_force_close(exc)`: drop queued datagrams, connection_lost(exc) next pass.
-fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.newref(py.none());
-    if (in.conn_lost > 0) return py.newref(py.none());
-    in.dropQueue();
-    in.closing = true;
-    updateInterest(t);
-    in.conn_lost += 1;
-    if (!scheduleConnectionLost(t, exc.?)) return null;
-    return py.newref(py.none());
-}
+const forceClose = object.forceClose;
 
 fn abort(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return forceClose(self, py.none());
 }
 
-fn getProtocol(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return py.newref(t.protocol orelse py.none());
-}
 
-fn getProtocolAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    return getProtocol(self, null);
-}
 
-fn getConnLost(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return c.PyLong_FromUnsignedLong(if (t.inner) |in| in.conn_lost else 0);
-}
 
-fn getFd(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return c.PyLong_FromLong(if (t.inner) |in| in.w.fd else -1);
-}
 
 fn getAddress(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
@@ -832,155 +687,58 @@ fn getAddress(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return py.newref(in.address orelse py.none());
 }
 
-fn getProtocolPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return py.boolean(if (t.inner) |in| in.protocol_paused else false);
-}
 
 fn getClosing(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     return py.boolean(if (t.inner) |in| in.closing else false);
 }
 
-// -------------------------------------------------------------- the type
+// ------------------------------------------------------------ the object
 
-fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const raw = py.allocInstance(tp) orelse return null;
-    const t = py.cast(Transport, raw);
-    t.extra = null;
-    t.loop = null;
-    t.protocol = null;
-    t.inner = null;
-    return raw;
+/// Its own references besides `transport_object`'s, for the collector.
+pub fn visitInner(in: *Inner, visit: c.visitproc, arg: ?*anyopaque) c_int {
+    const o = in.address orelse return 0;
+    return visit.?(o, arg);
 }
 
-fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
-    const t = py.cast(Transport, self.?);
-    // A heap type's instances own a reference to it (subtype_traverse
-    // leaves that to the first heap type with its own traverse).
-    const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
-    if (tp_rc != 0) return tp_rc;
-    inline for (.{ t.extra, t.loop, t.protocol }) |m| if (m) |o| {
-        const rc = visit.?(o, arg);
-        if (rc != 0) return rc;
-    };
-    if (t.inner) |in| inline for (.{ in.address, in.context, in.sock_owner, in.limits }) |m| if (m) |o| {
-        const rc = visit.?(o, arg);
-        if (rc != 0) return rc;
-    };
-    return 0;
+/// tp_clear's part of `Inner`: nothing of its own can be in a cycle (the
+/// queue holds `bytes` and addresses).
+pub fn clearInner(_: *Inner) void {}
+
+/// Lets go of what `in` holds but `transport_object`'s fields, before it
+/// is freed (dealloc, or a `_setup` that failed to register).
+pub fn freeInner(_: *Transport, in: *Inner) void {
+    in.dropQueue();
+    in.queue.deinit(gpa);
+    py.xdecref(in.address);
+    py.xdecref(in.last_addr);
 }
 
-fn clearGc(self: ?*Obj) callconv(.c) c_int {
-    const t = py.cast(Transport, self.?);
-    py.clear(&t.extra);
-    py.clear(&t.protocol);
-    if (t.inner) |in| {
-        py.clear(&in.context);
-        py.clear(&in.limits);
-    }
-    return 0;
+/// Drops the queued datagrams (`_force_close`).
+pub fn dropWrites(in: *Inner) void {
+    in.dropQueue();
 }
 
-fn dealloc(self: ?*Obj) callconv(.c) void {
-    const t = py.cast(Transport, self.?);
-    c.PyObject_GC_UnTrack(self);
-    if (t.inner) |in| {
-        // An attached transport holds a reference to itself.
-        std.debug.assert(!in.attached);
-        in.dropQueue();
-        in.queue.deinit(gpa);
-        py.xdecref(in.address);
-        py.xdecref(in.last_addr);
-        py.xdecref(in.context);
-        py.xdecref(in.sock_owner);
-        py.xdecref(in.limits);
-        gpa.destroy(in);
-        t.inner = null;
-    }
-    py.clear(&t.extra);
-    py.clear(&t.protocol);
-    py.clear(&t.loop);
-    // A heap type: subtype_dealloc leaves the instance's reference to its
-    // type for this dealloc to drop.
-    const tp = c.Py_TYPE(self);
-    tp.*.tp_free.?(self);
-    py.decref(py.obj(tp));
-}
-
-var methods = [_]c.PyMethodDef{
+pub var methods = object.methodTable("datagram_received", &.{
     py.methodFast("sendto", sendto, "sendto($self, data, addr=None)\n--\n\nSend one datagram; queue it if the socket is full."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "get_write_buffer_size($self, /)\n--\n\nBytes of queued datagrams."),
-    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "get_write_buffer_limits($self, /)\n--\n\n(low, high) water marks."),
-    py.methodNoArgs("pause_reading", shared.pauseReading, "pause_reading($self, /)\n--\n\nStop calling datagram_received()."),
-    py.methodNoArgs("resume_reading", shared.resumeReading, "resume_reading($self, /)\n--\n\nResume calling datagram_received()."),
-    py.methodNoArgs("is_reading", shared.isReading, "is_reading($self, /)\n--\n\nTrue while receiving."),
     py.methodNoArgs("is_closing", shared.isClosing, "is_closing($self, /)\n--\n\nTrue once closing or closed."),
     py.methodNoArgs("close", close, "close($self, /)\n--\n\nFlush, then close; connection_lost(None) follows."),
     py.methodNoArgs("abort", abort, "abort($self, /)\n--\n\nClose now, dropping queued datagrams."),
-    py.methodNoArgs("get_protocol", getProtocol, "get_protocol($self, /)\n--\n\nThe current protocol."),
-    py.methodO("_force_close", forceClose, null),
     py.methodO("_set_protocol", setProtocolNative, null),
     py.methodFast("_setup", setup, null),
-    py.methodFast("_set_limits", shared.setLimits, null),
-    py.methodNoArgs("_start_reading", startReading, null),
     py.methodNoArgs("_detach", detach, null),
-    py.sentinel_method,
-};
+});
 
-var getsets = [_]c.PyGetSetDef{
-    py.getset("_protocol", getProtocolAttr, null),
-    py.getset("_conn_lost", getConnLost, null),
-    py.getset("_sock_fd", getFd, null),
+pub var getsets = object.getsetTable(&.{
     py.getset("_address", getAddress, null),
-    py.getset("_protocol_paused", getProtocolPaused, null),
     py.getset("_closing", getClosing, null),
-    py.sentinel_getset,
-};
+});
 
-fn initNames() void {
-    names = .{
-        .datagram_received = py.intern("datagram_received"),
-        .error_received = py.intern("error_received"),
-        .fatal_error = py.intern("_fatal_error"),
-        .callback_error = py.intern("_callback_error"),
-        .call_connection_lost = py.intern("_call_connection_lost"),
-        .call_soon = py.intern("call_soon"),
-        .pause_cb = py.intern("_pause_protocol"),
-        .resume_cb = py.intern("_resume_protocol"),
-        .warn_lost = py.intern("_warn_write_after_lost"),
-        .sendto_py = py.intern("_sendto_py"),
-        .addr = py.intern("addr"),
-        .data = py.intern("data"),
-        .msg_read = py.intern("Fatal read error on datagram transport"),
-        .msg_write = py.intern("Fatal write error on datagram transport"),
-        .msg_gone = py.intern("Fatal error on datagram transport: its socket was closed"),
-    };
-}
+/// Nothing to intern: the texts of its fatal errors are made when needed.
+pub fn initNames() void {}
 
-/// Creates the type with `asyncio.DatagramTransport` as its base.
+/// Creates `DatagramTransportCore`, derived from `asyncio.DatagramTransport`.
 pub fn initTypes(module: *Obj) bool {
-    initNames();
-    const asyncio = c.PyImport_ImportModule("asyncio") orelse return false;
-    defer py.decref(asyncio);
-    const base_obj = c.PyObject_GetAttrString(asyncio, "DatagramTransport") orelse return false;
-    defer py.decref(base_obj);
-    const base: *c.PyTypeObject = @ptrCast(@alignCast(base_obj));
-    // The `_extra` slot of asyncio.BaseTransport must be where `extra` is.
-    if (base.tp_basicsize != @offsetOf(Transport, "loop") or base.tp_dictoffset != 0) {
-        _ = py.raise(c.PyExc_ImportError, "zloop: unexpected asyncio.DatagramTransport layout");
-        return false;
-    }
-    spec = .{
-        .name = "zloop._zloop.DatagramTransportCore",
-        .basicsize = @sizeOf(Transport),
-        .itemsize = 0,
-        .flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_BASETYPE | c.Py_TPFLAGS_HAVE_GC,
-        .slots = &slots,
-    };
-    const bases = c.PyTuple_Pack(1, base_obj) orelse return false;
-    defer py.decref(bases);
-    const tp = c.PyType_FromSpecWithBases(&spec, bases) orelse return false;
-    TransportType = @ptrCast(@alignCast(tp));
-    return c.PyModule_AddObjectRef(module, "DatagramTransportCore", tp) >= 0;
+    return object.init(module, "DatagramTransport", "DatagramTransportCore", "The native I/O engine of zloop's datagram transports.");
 }

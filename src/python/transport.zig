@@ -7,12 +7,8 @@
 //! adds the cold paths: construction, extra info, repr, `_fatal_error`,
 //! `_call_connection_lost`, protocol switching.
 //!
-//! Layout: the type's base is `asyncio.Transport` itself (set at import),
-//! so `isinstance(t, asyncio.Transport)` holds. `asyncio.BaseTransport`
-//! declares `__slots__ = ('_extra',)`, which puts its `_extra` slot right
-//! after the object header; `Transport.extra` sits there. Everything the
-//! I/O path needs lives in a separately allocated `Inner`, so the Python
-//! object's layout stays an `extern struct`.
+//! The object, its type (derived from `asyncio.Transport`) and what both
+//! native transports share of it live in `transport_object.zig`.
 //!
 //! Lifecycle (as `selector_events._SelectorSocketTransport`):
 //!   _setup -> (call_soon) connection_made -> (call_soon) _start_reading
@@ -36,12 +32,13 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
-const transport_methods = @import("transport_methods.zig");
 const recvpool = @import("recvpool.zig");
-const state = @import("state.zig");
 const borrowed = @import("borrowed.zig");
-const shared = transport_methods.Methods(@This());
 const sockio = @import("sockio.zig");
+const transport_object = @import("transport_object.zig");
+pub const object = transport_object.Object(@This());
+const shared = object.methods;
+const common = &transport_object.names;
 
 const gpa = std.heap.c_allocator;
 
@@ -49,19 +46,12 @@ const gpa = std.heap.c_allocator;
 /// `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`).
 const log_threshold_conn_lost = 5;
 
-pub const Transport = extern struct {
-    ob_base: Obj,
-    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor.
-    extra: ?*Obj,
-    loop: ?*Obj,
-    protocol: ?*Obj,
-    inner: ?*Inner,
-};
+pub const Transport = transport_object.Layout(Inner);
 
 pub const Inner = struct {
     owner: *Transport,
     /// Queued behind the ready callbacks when the fd is ready (`shared.onReady`).
-    io: transport_methods.IoQueued = shared.ioQueued(),
+    io: transport_object.IoQueued = shared.ioQueued(),
     w: core.IoWatcher,
     /// What write()/writelines() could not send yet (see `WriteQueue`).
     wq: WriteQueue = .{},
@@ -350,32 +340,8 @@ const WriteQueue = struct {
     }
 };
 
-pub var TransportType: ?*c.PyTypeObject = null;
-var spec: c.PyType_Spec = undefined;
-var slots = [_]c.PyType_Slot{
-    .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast("The native I/O engine of zloop's socket transports.")) },
-    .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
-    .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
-    .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
-    .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
-    .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
-    .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
-    .{ .slot = 0, .pfunc = null },
-};
-
-const Names = struct {
-    data: *Obj,
-    list_of_data: *Obj,
-    data_received: *Obj,
-    eof_received: *Obj,
-    get_buffer: *Obj,
-    buffer_updated: *Obj,
-    fatal_error: *Obj,
-    call_connection_lost: *Obj,
-    call_soon: *Obj,
-    pause_cb: *Obj,
-    resume_cb: *Obj,
-    warn_lost: *Obj,
+/// The texts of its fatal errors (as asyncio words them).
+const Messages = struct {
     msg_read: *Obj,
     msg_write: *Obj,
     msg_data: *Obj,
@@ -384,21 +350,8 @@ const Names = struct {
     msg_buffer_updated: *Obj,
     msg_gone: *Obj,
 };
-var names: Names = undefined;
+var messages: Messages = undefined;
 
-fn loopOf(t: *Transport) *loop_mod.Loop {
-    return py.cast(loop_mod.Loop, t.loop.?);
-}
-
-/// The owner of a reactor watcher, if the watcher is a transport's.
-pub fn isTransportWatcher(w: *core.IoWatcher) bool {
-    return w.on_ready == shared.onReady;
-}
-
-pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
-    const in: *Inner = @fieldParentPtr("w", w);
-    return py.obj(in.owner);
-}
 
 // ------------------------------------------------------------- plumbing
 
@@ -413,7 +366,7 @@ fn pendingToRun(t: *Transport) core.RunError!void {
 /// `self._fatal_error(exc, message)` with `exc` consumed.
 fn fatal(t: *Transport, exc: *Obj, msg: *Obj) core.RunError!void {
     defer py.decref(exc);
-    const r = py.callMethod(py.obj(t), names.fatal_error, .{ exc, msg });
+    const r = py.callMethod(py.obj(t), common.fatal_error, .{ exc, msg });
     if (r) |o| py.decref(o) else try pendingToRun(t);
 }
 
@@ -433,32 +386,13 @@ fn callSelf(t: *Transport, name: *Obj) bool {
     return succeeded(py.callMethod(py.obj(t), name, .{}));
 }
 
-/// A call's result, consumed: true if there was one, false if the call
-/// raised (the Python error stays set).
-fn succeeded(r: ?*Obj) bool {
-    py.decref(r orelse return false);
-    return true;
-}
-
-/// `loop.call_soon(self._call_connection_lost, exc)`, with
-/// `context=` the transport's own where it keeps one (see `Inner.context_fixed`).
-fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
-    const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
-    defer py.decref(m);
-    const own: ?*Obj = if (t.inner) |in| (if (in.context_fixed) in.context else null) else null;
-    const ctx = own orelse return succeeded(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
-    // Slot 0 is scratch for PY_VECTORCALL_ARGUMENTS_OFFSET, as in py.callMethod.
-    var argv = [_]?*Obj{ null, t.loop.?, m, exc, ctx };
-    const r = c.PyObject_VectorcallMethod(names.call_soon, @ptrCast(&argv[1]), 3 | c.PY_VECTORCALL_ARGUMENTS_OFFSET, state.get().kw_context);
-    return succeeded(r);
-}
+const succeeded = transport_object.consumed;
+const scheduleConnectionLost = object.scheduleConnectionLost;
 
 /// Applies the interest the transport's state calls for.
 pub fn updateInterest(t: *Transport) void {
-    const in = t.inner orelse return;
-    if (!in.attached) return;
-    const l = loopOf(t);
-    if (!l.has_reactor) return;
+    const l = object.attachedLoop(t) orelse return;
+    const in = t.inner.?;
     const want: core.Interest = .{
         .read = in.reading(),
         .write = in.pending() > 0 or (in.sendfile_writer != null and !in.closing),
@@ -488,39 +422,22 @@ pub fn maybePause(t: *Transport) bool {
     const in = t.inner.?;
     if (in.pending() <= in.high or in.protocol_paused) return true;
     in.protocol_paused = true;
-    return callSelf(t, names.pause_cb);
+    return callSelf(t, common.pause_cb);
 }
 
 fn maybeResume(t: *Transport) bool {
     const in = t.inner.?;
     if (!in.protocol_paused or in.pending() > in.low) return true;
     in.protocol_paused = false;
-    return callSelf(t, names.resume_cb);
+    return callSelf(t, common.resume_cb);
 }
 
 // ------------------------------------------------------------ readiness
 
-/// Runs from the ready queue (see `shared.onReady`).
-pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
-    const in: *Inner = @fieldParentPtr("w", w);
-    const t = in.owner;
-    // The callbacks below may close the transport and drop the reactor's
-    // reference; keep it alive until this dispatch is over.
-    py.incref(py.obj(t));
-    defer py.decref(py.obj(t));
-    // Protocol callbacks see the context captured when reading started (a
-    // ContextVar set around create_server/create_connection is visible in
-    // data_received, as with asyncio's reader Handle).
-    const ctx = in.context orelse return dispatch(t, ev);
-    py.incref(ctx);
-    defer py.decref(ctx);
-    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
-    const result = dispatch(t, ev);
-    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
-    return result;
-}
+/// A Python error under `object.dispatchReady` (the protocol's context).
+pub const dispatchFailed = pendingToRun;
 
-fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
+pub fn dispatch(t: *Transport, ev: core.reactor.Event) core.RunError!void {
     const in = t.inner.?;
     // What native receives took comes first: a readable event of the same
     // pass is a poll's, armed only after the receive's last completion.
@@ -551,7 +468,7 @@ pub fn captureContext(in: *Inner) bool {
 /// with the transport, as `shared.onReady` queues readiness, and delivered
 /// by `deliverRx`.
 pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
-    const l = loopOf(in.owner);
+    const l = object.loopOf(in.owner);
     if (rv.res == -@as(i32, @intFromEnum(sockio.E.NOBUFS))) {
         // Nothing received; the backend receives again on its next wait.
         l.recv_pool.grow(&l.reactor);
@@ -588,10 +505,10 @@ fn deliverRx(t: *Transport) core.RunError!void {
         } else if (item.res == 0) {
             try readEof(t);
         } else {
-            try fatalErrno(t, @intCast(-item.res), names.msg_read);
+            try fatalErrno(t, @intCast(-item.res), messages.msg_read);
         }
     }
-    const l = loopOf(t);
+    const l = object.loopOf(t);
     if (!in.rxPending()) {
         in.rx.clearRetainingCapacity();
         in.rx_head = 0;
@@ -612,7 +529,7 @@ fn deliverRx(t: *Transport) core.RunError!void {
 /// (see `Rx.fed`) leaves the rest first in the queue.
 fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
     const in = t.inner.?;
-    const l = loopOf(t);
+    const l = object.loopOf(t);
     const data = item.data.?;
     const n: usize = @intCast(item.res);
     // A full buffer means more may be queued: large reads go the usual
@@ -640,20 +557,20 @@ fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
     const rest = bytesOf(data)[item.fed..];
     const copy = c.PyBytes_FromStringAndSize(rest.ptr, @intCast(rest.len));
     returnRx(l, item.id, data);
-    return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
+    return deliver(t, copy orelse return fatalFromPending(t, messages.msg_read));
 }
 
 /// A whole native receive to a plain protocol (see `deliverReceived`).
 fn deliverPlain(t: *Transport, item: Rx) core.RunError!void {
     const in = t.inner.?;
-    const l = loopOf(t);
+    const l = object.loopOf(t);
     const data = item.data.?;
     const n: usize = @intCast(item.res);
     const id = item.id orelse return deliver(t, data);
     if (in.keeps_data) {
         const copy = c.PyBytes_FromStringAndSize(c.PyBytes_AsString(data), @intCast(n));
         returnRx(l, id, data);
-        return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
+        return deliver(t, copy orelse return fatalFromPending(t, messages.msg_read));
     }
     py.incref(data); // keeps it alive through the call, to see if it came back
     const delivered = deliver(t, data);
@@ -744,7 +661,7 @@ fn readReady(t: *Transport) core.RunError!void {
     }
     const l = py.cast(loop_mod.Loop, t.loop.?);
     const spare = takeBuffer(&l.read_spare, read_spare_bytes) orelse
-        return fatalFromPending(t, names.msg_read);
+        return fatalFromPending(t, messages.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
     const got = sockio.recv(in.sysFd(), buf[0..read_spare_bytes]);
     const rc: usize = switch (got) {
@@ -759,10 +676,10 @@ fn readReady(t: *Transport) core.RunError!void {
         switch (got) {
             .done => {},
             .would_block => return,
-            .failed => |errno| return fatalErrno(t, errno, names.msg_read),
+            .failed => |errno| return fatalErrno(t, errno, messages.msg_read),
         }
         if (rc == 0) return readEof(t);
-        return deliver(t, data orelse return fatalFromPending(t, names.msg_read));
+        return deliver(t, data orelse return fatalFromPending(t, messages.msg_read));
     }
     sizeBytes(spare, rc);
     py.incref(spare); // keeps it alive through the call, to see if it came back
@@ -796,14 +713,14 @@ fn readLent(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     const l = py.cast(loop_mod.Loop, t.loop.?);
     const lent = takeBuffer(&l.read_lent, read_lent_bytes) orelse
-        return fatalFromPending(t, names.msg_read);
+        return fatalFromPending(t, messages.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(lent));
     const rc = switch (sockio.recv(in.sysFd(), buf[0..read_lent_bytes])) {
         .done => |n| n,
         .would_block => return giveBack(l, &l.read_lent, lent, read_lent_bytes),
         .failed => |errno| {
             giveBack(l, &l.read_lent, lent, read_lent_bytes);
-            return fatalErrno(t, errno, names.msg_read);
+            return fatalErrno(t, errno, messages.msg_read);
         },
     };
     if (rc == 0) {
@@ -837,7 +754,7 @@ fn readExact(t: *Transport) core.RunError!bool {
     const n = sockio.bytesReadable(in.sysFd()) orelse return false;
     if (n <= read_exact_bytes or n > read_copy_bytes) return false;
     var data: ?*Obj = c.PyBytes_FromStringAndSize(null, @intCast(n)) orelse {
-        try fatalFromPending(t, names.msg_read);
+        try fatalFromPending(t, messages.msg_read);
         return true;
     };
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
@@ -849,7 +766,7 @@ fn readExact(t: *Transport) core.RunError!bool {
         },
         .failed => |errno| {
             py.decref(data.?);
-            try fatalErrno(t, errno, names.msg_read);
+            try fatalErrno(t, errno, messages.msg_read);
             return true;
         },
     };
@@ -860,7 +777,7 @@ fn readExact(t: *Transport) core.RunError!bool {
         return true;
     }
     if (rc < n and c._PyBytes_Resize(&data, @intCast(rc)) < 0) {
-        try fatalFromPending(t, names.msg_read);
+        try fatalFromPending(t, messages.msg_read);
         return true;
     }
     try deliver(t, data.?);
@@ -903,8 +820,8 @@ fn sizeBytes(b: *Obj, len: usize) void {
 /// `protocol.data_received(data)`, consuming `data`.
 fn deliver(t: *Transport, data: *Obj) core.RunError!void {
     defer py.decref(data);
-    const r = py.callMethod(t.protocol.?, names.data_received, .{data});
-    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
+    const r = py.callMethod(t.protocol.?, common.data_received, .{data});
+    if (r) |o| py.decref(o) else try fatalFromPending(t, messages.msg_data);
 }
 
 /// `protocol.get_buffer(-1)` as a writable, non-empty view (released by
@@ -915,10 +832,10 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
             try pendingToRun(t);
             return false;
         };
-        const buf_obj = py.callMethod(t.protocol.?, names.get_buffer, .{hint});
+        const buf_obj = py.callMethod(t.protocol.?, common.get_buffer, .{hint});
         py.decref(hint);
         break :bo buf_obj orelse {
-            try fatalFromPending(t, names.msg_get_buffer);
+            try fatalFromPending(t, messages.msg_get_buffer);
             return false;
         };
     };
@@ -929,19 +846,19 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
     const len = c.PyObject_Length(bo);
     if (len <= 0) {
         if (len == 0) c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        try fatalFromPending(t, names.msg_get_buffer);
+        try fatalFromPending(t, messages.msg_get_buffer);
         return false;
     }
     if (c.PyObject_GetBuffer(bo, view, c.PyBUF_WRITABLE) < 0) {
         c.PyErr_Clear();
         _ = c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %.50s", c.Py_TYPE(bo).*.tp_name);
-        try fatalFromPending(t, names.msg_read);
+        try fatalFromPending(t, messages.msg_read);
         return false;
     }
     if (view.len == 0) {
         c.PyBuffer_Release(view);
         c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        try fatalFromPending(t, names.msg_get_buffer);
+        try fatalFromPending(t, messages.msg_get_buffer);
         return false;
     }
     return true;
@@ -951,8 +868,8 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
 fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
     const arg = c.PyLong_FromSize_t(n) orelse return pendingToRun(t);
     defer py.decref(arg);
-    const r = py.callMethod(t.protocol.?, names.buffer_updated, .{arg});
-    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
+    const r = py.callMethod(t.protocol.?, common.buffer_updated, .{arg});
+    if (r) |o| py.decref(o) else try fatalFromPending(t, messages.msg_buffer_updated);
 }
 
 fn readBuffered(t: *Transport) core.RunError!void {
@@ -964,7 +881,7 @@ fn readBuffered(t: *Transport) core.RunError!void {
     const rc = switch (got) {
         .done => |n| n,
         .would_block => return,
-        .failed => |errno| return fatalErrno(t, errno, names.msg_read),
+        .failed => |errno| return fatalErrno(t, errno, messages.msg_read),
     };
     if (rc == 0) return readEof(t);
     return bufferUpdated(t, rc);
@@ -976,11 +893,11 @@ fn readEof(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     in.read_eof = true;
     updateInterest(t);
-    const r = py.callMethod(t.protocol.?, names.eof_received, .{}) orelse
-        return fatalFromPending(t, names.msg_eof);
+    const r = py.callMethod(t.protocol.?, common.eof_received, .{}) orelse
+        return fatalFromPending(t, messages.msg_eof);
     const keep_open = c.PyObject_IsTrue(r);
     py.decref(r);
-    if (keep_open < 0) return fatalFromPending(t, names.msg_eof);
+    if (keep_open < 0) return fatalFromPending(t, messages.msg_eof);
     if (keep_open == 0 and !closeTransport(t)) try pendingToRun(t);
 }
 
@@ -998,7 +915,7 @@ fn writeReady(t: *Transport) core.RunError!void {
         .failed => |errno| {
             in.wq.releaseAll();
             updateInterest(t);
-            return fatalErrno(t, errno, names.msg_write);
+            return fatalErrno(t, errno, messages.msg_write);
         },
     };
     in.wq.consume(rc);
@@ -1026,12 +943,7 @@ fn sendfileReady(t: *Transport, cb: *Obj) core.RunError!void {
 
 // --------------------------------------------------------------- methods
 
-pub fn innerOrRaise(self: ?*Obj) ?*Inner {
-    const t = py.cast(Transport, self.?);
-    if (t.inner) |in| return in;
-    c.PyErr_SetString(c.PyExc_RuntimeError, "transport is not set up");
-    return null;
-}
+const innerOrRaise = object.innerOrRaise;
 
 /// How the transport reads for its protocol: `_setup`'s and
 /// `_set_protocol`'s last argument, False (data_received), True
@@ -1065,46 +977,14 @@ const ReadMode = struct {
 fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     if (nargs != 5) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, reads, sock)");
-    if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
-    const loop_obj = args[0].?;
-    if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
-        return py.raise(c.PyExc_TypeError, "_setup() expects a zloop loop");
-    }
-    const l = py.cast(loop_mod.Loop, loop_obj);
-    if (l.closed or !l.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
-    const fd_long = c.PyLong_AsLong(args[1]);
-    if (fd_long == -1 and c.PyErr_Occurred() != null) return null;
-    if (fd_long < 0 or fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_ValueError, "Invalid file descriptor");
-    const fd: i32 = @intCast(fd_long);
+    const to = object.target(t, args[0], args[1]) orelse return null;
     const reads = ReadMode.parse(args[3].?) orelse return null;
-    const registered = loop_mod.claimFd(l, fd) orelse return null;
-    const sock_owner: ?*Obj = if (py.isNone(args[4])) null else args[4].?;
-    const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
-    in.* = .{
-        .owner = t,
-        .w = .{
-            .fd = fd,
-            .on_ready = shared.onReady,
-            .registered = registered,
-            .borrowed = sock_owner != null,
-        },
-    };
-    l.reactor.attach(&in.w) catch |err| {
-        gpa.destroy(in);
-        return loop_mod.attachFailed(err);
-    };
-    sockio.noSigpipe(fd);
-    // After anything that fails: these take references.
-    reads.apply(in);
-    if (sock_owner) |o| in.sock_owner = py.newref(o);
-    in.attached = true;
-    t.inner = in;
-    py.clear(&t.loop);
-    t.loop = py.newref(loop_obj);
-    py.clear(&t.protocol);
-    t.protocol = py.newref(args[2].?);
-    py.incref(py.obj(t)); // the reactor's reference, dropped by _detach
-    return py.newref(py.none());
+    const registered = loop_mod.claimFd(to.loop, to.fd) orelse return null;
+    const sock: ?*Obj = if (py.isNone(args[4])) null else args[4].?;
+    const in = object.newInner(t, to, registered, sock) orelse return null;
+    const joined = object.join(t, in, to, args[2].?, sock) orelse return null;
+    reads.apply(in); // after anything that fails: it takes references
+    return joined;
 }
 
 /// `_detach()`: leave the reactor and drop its reference. Called once
@@ -1114,46 +994,20 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = t.inner orelse return py.newref(py.none());
     in.wq.releaseAll();
     in.cork.release();
-    releaseRx(in, loopOf(t));
-    if (in.attached) {
-        in.attached = false;
-        const l = loopOf(t);
-        if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
-        py.decref(py.obj(t));
-    }
+    releaseRx(in, object.loopOf(t));
+    object.leaveReactor(t, in);
     return py.newref(py.none());
 }
-
-pub const evictIfStale = shared.evictIfStale;
 
 /// An evicted transport's failure (`shared.evictIfStale`): the EBADF its
 /// next send would meet, through `_fatal_error`: connection_lost with
 /// OSError(EBADF) next pass. False with the Python error set when it must
 /// abort the caller.
 pub fn failGone(t: *Transport) bool {
-    fatalErrno(t, sockio.ebadf, names.msg_gone) catch return false;
+    fatalErrno(t, sockio.ebadf, messages.msg_gone) catch return false;
     return true;
 }
 
-/// Called by the loop's close() for a transport still registered: the
-/// reactor goes away, so leave it (the self-reference is dropped too, so an
-/// unclosed transport is collected and warns, as asyncio's do).
-pub fn loopClosing(w: *core.IoWatcher) void {
-    const in: *Inner = @fieldParentPtr("w", w);
-    const t = in.owner;
-    if (!in.attached) return;
-    in.attached = false;
-    loopOf(t).reactor.detach(w);
-    py.decref(py.obj(t));
-}
-
-fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const in = innerOrRaise(self) orelse return null;
-    if (!captureContext(in)) return null;
-    in.started = true;
-    updateInterest(py.cast(Transport, self.?));
-    return py.newref(py.none());
-}
 
 /// `_set_context(ctx)`: the context every read-side callback runs in from
 /// now on, whoever resumes reading (3.15's transports keep their own).
@@ -1191,7 +1045,7 @@ fn isBytesLike(o: *Obj) bool {
 /// (asyncio's `LOG_THRESHOLD_FOR_CONNLOST_WRITES`), never raised.
 fn writeAfterLost(t: *Transport) ?*Obj {
     const in = t.inner.?;
-    if (in.conn_lost >= log_threshold_conn_lost and !callSelf(t, names.warn_lost)) return null;
+    if (in.conn_lost >= log_threshold_conn_lost and !callSelf(t, common.warn_lost)) return null;
     in.conn_lost += 1;
     return py.newref(py.none());
 }
@@ -1211,7 +1065,7 @@ fn writeUnsendable(t: *Transport, d: *Obj) ?*Obj {
         if (n == 0) return py.newref(py.none());
         return writeAfterLost(t);
     }
-    fatal(t, exc, names.msg_write) catch return null;
+    fatal(t, exc, messages.msg_write) catch return null;
     if (c.PyErr_Occurred() != null) return null;
     return py.newref(py.none());
 }
@@ -1222,14 +1076,14 @@ fn writeUnsendable(t: *Transport, d: *Obj) ?*Obj {
 fn writeMethod(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     if (kwnames == null and nargs == 1) return @call(.always_inline, write, .{ self, args[0] });
     var a: [1]?*Obj = undefined;
-    if (!py.bindArgs("write", &.{names.data}, 1, args, nargs, kwnames, &a)) return null;
+    if (!py.bindArgs("write", &.{common.data}, 1, args, nargs, kwnames, &a)) return null;
     return write(self, a[0]);
 }
 
 fn writelinesMethod(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
     if (kwnames == null and nargs == 1) return writelines(self, args[0]);
     var a: [1]?*Obj = undefined;
-    if (!py.bindArgs("writelines", &.{names.list_of_data}, 1, args, nargs, kwnames, &a)) return null;
+    if (!py.bindArgs("writelines", &.{common.list_of_data}, 1, args, nargs, kwnames, &a)) return null;
     return writelines(self, a[0]);
 }
 
@@ -1293,7 +1147,7 @@ fn hold(t: *Transport, exporter: ?*Obj, data: []const u8) bool {
     if (k.size + data.len > @min(cork_max_bytes, in.high)) return false;
     const o = exporter orelse return false;
     if (c.PyBytes_CheckExact(o) == 0) return false;
-    const l = loopOf(t);
+    const l = object.loopOf(t);
     if (!l.has_reactor or !l.reactor.in_callbacks) return false;
     if (!in.flush.queued) {
         l.reactor.deferFlush(&in.flush);
@@ -1370,7 +1224,7 @@ fn viewBytes(view: *const c.Py_buffer) []const u8 {
 /// A send from write()/writelines() failed: a fatal write error (reported
 /// through `_fatal_error`), not an exception out of the call, as asyncio.
 fn writeFailed(t: *Transport, errno: u16) ?*Obj {
-    fatalErrno(t, errno, names.msg_write) catch return null;
+    fatalErrno(t, errno, messages.msg_write) catch return null;
     if (c.PyErr_Occurred() != null) return null;
     return py.newref(py.none());
 }
@@ -1677,18 +1531,7 @@ fn close(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 }
 
 /// `_force_close(exc)`: drop buffered data, connection_lost(exc) next pass.
-fn forceClose(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.newref(py.none());
-    if (in.conn_lost > 0) return py.newref(py.none());
-    in.wq.releaseAll();
-    in.cork.release();
-    in.closing = true;
-    updateInterest(t);
-    in.conn_lost += 1;
-    if (!scheduleConnectionLost(t, exc.?)) return null;
-    return py.newref(py.none());
-}
+const forceClose = object.forceClose;
 
 /// abort(): what earlier write() calls handed over reaches the socket, as
 /// on asyncio (see `Cork`); anything buffered is dropped.
@@ -1733,169 +1576,76 @@ fn uncorkMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return py.newref(py.none());
 }
 
-fn getProtocol(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return py.newref(t.protocol orelse py.none());
-}
+// ------------------------------------------------------------ the object
 
-fn getProtocolAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    return getProtocol(self, null);
-}
-
-fn getConnLost(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const n: u32 = if (t.inner) |in| in.conn_lost else 0;
-    return c.PyLong_FromUnsignedLong(n);
-}
-
-fn getFd(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const fd: c_long = if (t.inner) |in| in.w.fd else -1;
-    return c.PyLong_FromLong(fd);
-}
-
-fn getProtocolPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    return py.boolean(if (t.inner) |in| in.protocol_paused else false);
-}
-
-// -------------------------------------------------------------- the type
-
-fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const raw = py.allocInstance(tp) orelse return null;
-    const t = py.cast(Transport, raw);
-    t.extra = null;
-    t.loop = null;
-    t.protocol = null;
-    t.inner = null;
-    return raw;
-}
-
-fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_int {
-    const t = py.cast(Transport, self.?);
-    // A heap type's instances own a reference to it (subtype_traverse
-    // leaves that to the first heap type with its own traverse).
-    const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
-    if (tp_rc != 0) return tp_rc;
-    const ctx: ?*Obj = if (t.inner) |in| in.context else null;
-    const sendfile_cb: ?*Obj = if (t.inner) |in| in.sendfile_writer else null;
-    const fixed_buffer: ?*Obj = if (t.inner) |in| in.fixed_buffer else null;
-    const sock_owner: ?*Obj = if (t.inner) |in| in.sock_owner else null;
-    const limits: ?*Obj = if (t.inner) |in| in.limits else null;
-    const members = .{ t.extra, t.loop, t.protocol, ctx, sendfile_cb, fixed_buffer, sock_owner, limits };
-    inline for (members) |m| if (m) |o| {
+/// Its own references besides `transport_object`'s, for the collector.
+pub fn visitInner(in: *Inner, visit: c.visitproc, arg: ?*anyopaque) c_int {
+    inline for (.{ in.sendfile_writer, in.fixed_buffer }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
     // The queued `bytes` cannot be part of a cycle (bytes are not tracked),
     // but visiting every owned reference keeps gc.get_referents() honest.
-    const queued: []const Seg = if (t.inner) |in| in.wq.live() else &.{};
-    for (queued) |s| if (s.owner) |o| {
+    for (in.wq.live()) |s| if (s.owner) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
-    const held: []const *Obj = if (t.inner) |in| in.cork.held[0..in.cork.n] else &.{};
-    for (held) |o| {
+    for (in.cork.held[0..in.cork.n]) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     }
     return 0;
 }
 
-fn clearGc(self: ?*Obj) callconv(.c) c_int {
-    const t = py.cast(Transport, self.?);
-    py.clear(&t.extra);
-    py.clear(&t.protocol);
-    if (t.inner) |in| {
-        py.clear(&in.context);
-        py.clear(&in.sendfile_writer);
-        py.clear(&in.fixed_buffer);
-        py.clear(&in.limits);
-        in.wq.releaseAll();
-        in.cork.release();
-    }
-    return 0;
+/// tp_clear's part of `Inner`.
+pub fn clearInner(in: *Inner) void {
+    py.clear(&in.sendfile_writer);
+    py.clear(&in.fixed_buffer);
+    dropWrites(in);
 }
 
-fn dealloc(self: ?*Obj) callconv(.c) void {
-    const t = py.cast(Transport, self.?);
-    c.PyObject_GC_UnTrack(self);
-    if (t.inner) |in| {
-        // An attached transport holds a reference to itself.
-        std.debug.assert(!in.attached);
-        py.clear(&in.context);
-        py.clear(&in.sendfile_writer);
-        py.clear(&in.fixed_buffer);
-        py.clear(&in.sock_owner);
-        py.clear(&in.limits);
-        in.wq.releaseAll();
-        std.debug.assert(!in.flush.queued);
-        in.cork.release();
-        if (t.loop) |lo| releaseRx(in, py.cast(loop_mod.Loop, lo));
-        in.rx.deinit(gpa);
-        gpa.destroy(in);
-        t.inner = null;
-    }
-    py.clear(&t.extra);
-    py.clear(&t.protocol);
-    py.clear(&t.loop);
-    // This type is a heap type: subtype_dealloc leaves the instance's
-    // reference to its type for this dealloc to drop.
-    const tp = c.Py_TYPE(self);
-    tp.*.tp_free.?(self);
-    py.decref(py.obj(tp));
+/// Lets go of what `in` holds but `transport_object`'s fields, before it
+/// is freed (dealloc, or a `_setup` that failed to register).
+pub fn freeInner(t: *Transport, in: *Inner) void {
+    py.clear(&in.sendfile_writer);
+    py.clear(&in.fixed_buffer);
+    in.wq.releaseAll();
+    std.debug.assert(!in.flush.queued);
+    in.cork.release();
+    if (t.loop) |lo| releaseRx(in, py.cast(loop_mod.Loop, lo));
+    in.rx.deinit(gpa);
 }
 
-var methods = [_]c.PyMethodDef{
+/// Drops what waits to be sent (abort, `_force_close`, tp_clear).
+pub fn dropWrites(in: *Inner) void {
+    in.wq.releaseAll();
+    in.cork.release();
+}
+
+pub var methods = object.methodTable("data_received", &.{
     py.methodFast("write", writeMethod, "write($self, data)\n--\n\nWrite bytes-like data; buffer what the socket does not take."),
     py.methodFast("writelines", writelinesMethod, "writelines($self, list_of_data)\n--\n\nWrite bytes-like objects, gathered, not joined."),
     py.methodNoArgs("get_write_buffer_size", getWriteBufferSize, "get_write_buffer_size($self, /)\n--\n\nBytes waiting to be sent."),
-    py.methodNoArgs("get_write_buffer_limits", shared.getWriteBufferLimits, "get_write_buffer_limits($self, /)\n--\n\n(low, high) water marks."),
-    py.methodNoArgs("pause_reading", shared.pauseReading, "pause_reading($self, /)\n--\n\nStop calling data_received()."),
-    py.methodNoArgs("resume_reading", shared.resumeReading, "resume_reading($self, /)\n--\n\nResume calling data_received()."),
-    py.methodNoArgs("is_reading", shared.isReading, "is_reading($self, /)\n--\n\nTrue while receiving."),
     py.methodNoArgs("is_closing", isClosing, "is_closing($self, /)\n--\n\nTrue once closing or closed."),
     py.methodNoArgs("can_write_eof", canWriteEof, "can_write_eof($self, /)\n--\n\nSockets can half-close: True."),
     py.methodNoArgs("write_eof", writeEof, "write_eof($self, /)\n--\n\nShut the write side down once flushed."),
     py.methodNoArgs("close", close, "close($self, /)\n--\n\nFlush, then close; connection_lost(None) follows."),
     py.methodNoArgs("abort", abort, "abort($self, /)\n--\n\nClose now, dropping buffered data."),
-    py.methodNoArgs("get_protocol", getProtocol, "get_protocol($self, /)\n--\n\nThe current protocol."),
-    py.methodO("_force_close", forceClose, null),
     py.methodFast("_setup", setup, null),
     py.methodFast("_set_protocol", setProtocolNative, null),
-    py.methodFast("_set_limits", shared.setLimits, null),
-    py.methodNoArgs("_start_reading", startReading, null),
     py.methodO("_set_context", setContext, null),
     py.methodNoArgs("_detach", detach, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
     py.methodNoArgs("_sendfile_end", sendfileEnd, null),
     py.methodNoArgs("_uncork", uncorkMethod, null),
-    py.sentinel_method,
-};
+});
 
-var getsets = [_]c.PyGetSetDef{
-    py.getset("_protocol", getProtocolAttr, null),
-    py.getset("_conn_lost", getConnLost, null),
-    py.getset("_sock_fd", getFd, null),
-    py.getset("_protocol_paused", getProtocolPaused, null),
+pub var getsets = object.getsetTable(&.{
     py.getset("_paused", getPaused, null),
-    py.sentinel_getset,
-};
+});
 
-fn initNames() void {
-    names = .{
-        .data = py.intern("data"),
-        .list_of_data = py.intern("list_of_data"),
-        .data_received = py.intern("data_received"),
-        .eof_received = py.intern("eof_received"),
-        .get_buffer = py.intern("get_buffer"),
-        .buffer_updated = py.intern("buffer_updated"),
-        .fatal_error = py.intern("_fatal_error"),
-        .call_connection_lost = py.intern("_call_connection_lost"),
-        .call_soon = py.intern("call_soon"),
-        .pause_cb = py.intern("_pause_protocol"),
-        .resume_cb = py.intern("_resume_protocol"),
-        .warn_lost = py.intern("_warn_write_after_lost"),
+pub fn initNames() void {
+    messages = .{
         .msg_read = py.intern("Fatal read error on socket transport"),
         .msg_write = py.intern("Fatal write error on socket transport"),
         .msg_data = py.intern("Fatal error: protocol.data_received() call failed."),
@@ -1906,31 +1656,7 @@ fn initNames() void {
     };
 }
 
-/// Creates the type with `asyncio.Transport` as its base. Imports asyncio.
-/// A heap type (PyType_FromSpecWithBases): a static type may not derive
-/// from a class defined in Python.
+/// Creates `SocketTransportCore`, derived from `asyncio.Transport`.
 pub fn initTypes(module: *Obj) bool {
-    initNames();
-    const asyncio = c.PyImport_ImportModule("asyncio") orelse return false;
-    defer py.decref(asyncio);
-    const base_obj = c.PyObject_GetAttrString(asyncio, "Transport") orelse return false;
-    defer py.decref(base_obj);
-    const base: *c.PyTypeObject = @ptrCast(@alignCast(base_obj));
-    // The `_extra` slot of asyncio.BaseTransport must be where `extra` is.
-    if (base.tp_basicsize != @offsetOf(Transport, "loop") or base.tp_dictoffset != 0) {
-        _ = py.raise(c.PyExc_ImportError, "zloop: unexpected asyncio.Transport layout");
-        return false;
-    }
-    spec = .{
-        .name = "zloop._zloop.SocketTransportCore",
-        .basicsize = @sizeOf(Transport),
-        .itemsize = 0,
-        .flags = c.Py_TPFLAGS_DEFAULT | c.Py_TPFLAGS_BASETYPE | c.Py_TPFLAGS_HAVE_GC,
-        .slots = &slots,
-    };
-    const bases = c.PyTuple_Pack(1, base_obj) orelse return false;
-    defer py.decref(bases);
-    const tp = c.PyType_FromSpecWithBases(&spec, bases) orelse return false;
-    TransportType = @ptrCast(@alignCast(tp));
-    return c.PyModule_AddObjectRef(module, "SocketTransportCore", tp) >= 0;
+    return object.init(module, "Transport", "SocketTransportCore", "The native I/O engine of zloop's socket transports.");
 }

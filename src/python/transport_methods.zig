@@ -1,19 +1,20 @@
 //! What the stream transport (transport.zig) and the datagram transport
 //! (datagram.zig) share word for word: how readiness reaches them (queued
 //! behind the ready callbacks, `onReady`), the write-buffer limits and
-//! pausing/resuming reading. Each file instantiates `Methods(@This())`; the
-//! file provides `Transport` (a Python object with `loop` and an
-//! `inner: ?*Inner` that is null once the transport is gone), `Inner` (with
-//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high`,
-//! `limits` and `sysFd()`), `dispatch(w, ev)`, `innerOrRaise`,
-//! `updateInterest`, `captureContext`, `maybePause`, `loopClosing(w)` and
-//! `failGone(t)`.
+//! pausing/resuming reading. `transport_object.Object(M)` instantiates
+//! `Methods(M)` for each file (`object.methods`); the file provides
+//! `Transport` (a Python object with `loop` and an `inner: ?*Inner` that is
+//! null once the transport is gone), `Inner` (with `owner`, `w`,
+//! `io: IoQueued`, `closing`, `paused`, `started`, `low`, `high`, `limits`
+//! and `sysFd()`), `updateInterest`, `captureContext`, `maybePause` and
+//! `failGone(t)`; `transport_object.Object(M)` the rest.
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
+const transport_object = @import("transport_object.zig");
 
 /// A transport's place in the loop's ready queue, with the readiness seen
 /// since it was queued.
@@ -25,6 +26,7 @@ pub const IoQueued = struct {
 };
 
 pub fn Methods(comptime M: type) type {
+    const object = transport_object.Object(M);
     return struct {
         /// The reactor's readiness callback. It records what is ready and
         /// queues the transport behind the callbacks already in the ready
@@ -66,7 +68,7 @@ pub fn Methods(comptime M: type) type {
             io.queued = false;
             io.readable = false;
             io.writable = false;
-            return M.dispatchReady(&in.w, ev);
+            return object.dispatchReady(&in.w, ev);
         }
 
         fn dropQueued(cb: *core.Callback) void {
@@ -87,7 +89,7 @@ pub fn Methods(comptime M: type) type {
             const t = in.owner;
             py.incref(py.obj(t)); // leaving drops the reactor's reference
             defer py.decref(py.obj(t));
-            M.loopClosing(w);
+            object.loopClosing(w);
             return M.failGone(t);
         }
 
@@ -96,7 +98,7 @@ pub fn Methods(comptime M: type) type {
         /// size, a float, a bool: the caller's own object); the defaults
         /// before any call.
         pub fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-            const in = M.innerOrRaise(self) orelse return null;
+            const in = object.innerOrRaise(self) orelse return null;
             if (in.limits) |given| return py.newref(given);
             const low = c.PyLong_FromSize_t(in.low);
             const high = c.PyLong_FromSize_t(in.high);
@@ -108,7 +110,7 @@ pub fn Methods(comptime M: type) type {
         /// comparisons with the buffer's size are asyncio's), and the
         /// `(low, high)` pair the getter returns.
         pub fn setLimits(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-            const in = M.innerOrRaise(self) orelse return null;
+            const in = object.innerOrRaise(self) orelse return null;
             if (nargs != 3) return py.raise(c.PyExc_TypeError, "_set_limits(high, low, given)");
             const high = c.PyLong_AsSize_t(args[0]);
             if (high == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
@@ -123,7 +125,7 @@ pub fn Methods(comptime M: type) type {
         }
 
         pub fn pauseReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-            const in = M.innerOrRaise(self) orelse return null;
+            const in = object.innerOrRaise(self) orelse return null;
             if (in.closing or in.paused) return py.newref(py.none());
             in.paused = true;
             M.updateInterest(py.cast(M.Transport, self.?));
@@ -131,7 +133,7 @@ pub fn Methods(comptime M: type) type {
         }
 
         pub fn resumeReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-            const in = M.innerOrRaise(self) orelse return null;
+            const in = object.innerOrRaise(self) orelse return null;
             if (in.closing or !in.paused) return py.newref(py.none());
             if (!M.captureContext(in)) return null;
             in.paused = false;
@@ -143,6 +145,16 @@ pub fn Methods(comptime M: type) type {
             const t = py.cast(M.Transport, self.?);
             const in = t.inner orelse return py.boolean(false);
             return py.boolean(!in.closing and !in.paused);
+        }
+
+        /// `_start_reading()`: connection_made ran; reading starts, in a
+        /// copy of the current context.
+        pub fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+            const in = object.innerOrRaise(self) orelse return null;
+            if (!M.captureContext(in)) return null;
+            in.started = true;
+            M.updateInterest(py.cast(M.Transport, self.?));
+            return py.newref(py.none());
         }
 
         pub fn isClosing(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
