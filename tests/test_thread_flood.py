@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from _support import rss_bytes
+from _support import build_backends, rss_bytes
 
 _SLEEP_S = 0.05
 _SLEEPS = 5
@@ -47,13 +47,15 @@ def _ready_count(loop):
     return counts()[0] if counts is not None else len(loop._ready)
 
 
-@pytest.fixture(params=["default", "io_uring"])
+@pytest.fixture(params=["default", *build_backends()[1:]])
 def backend(request, loop_name, monkeypatch):
-    """The zloop backend the loop is made on (asyncio has just the one)."""
-    if request.param == "io_uring":
+    """The zloop backend the loop is made on (asyncio has just the one):
+    the build's default, then each other one (io_uring; kqueue on a
+    portable build)."""
+    if request.param != "default":
         if loop_name != "zloop":
             pytest.skip("a zloop backend")
-        monkeypatch.setenv("ZLOOP_BACKEND", "io_uring")
+        monkeypatch.setenv("ZLOOP_BACKEND", request.param)
     return request.param
 
 

@@ -10,21 +10,9 @@ import warnings
 
 import pytest
 
-from _support import PY
+from _support import PY, build_backends
 
 pytestmark = pytest.mark.zloop_only
-
-
-def _build_backends():
-    """The backends of the zloop build under test: epoll and io_uring by
-    default, epoll and kqueue (emulated) on a portable Linux build. When
-    zloop cannot be imported the default's, whose cases then fail on the
-    import as every zloop case does."""
-    try:
-        from zloop._zloop import BACKENDS
-    except ImportError:
-        return ("epoll", "io_uring")
-    return BACKENDS
 
 
 async def _which_loop():
@@ -200,7 +188,7 @@ def test_public_names(zloop_module):
     assert set(names) <= set(zloop_module.__all__)
 
 
-@pytest.mark.parametrize("backend", _build_backends())
+@pytest.mark.parametrize("backend", build_backends())
 def test_backend_is_chosen_per_loop(zloop_module, monkeypatch, backend):
     # A kernel that refuses io_uring falls back to epoll; this one has it.
     monkeypatch.setenv("ZLOOP_BACKEND", backend)
