@@ -41,9 +41,10 @@ headers of each CPython built for, looked for in this order:
      builds it (as root, with apt and mmdebstrap; about 830 MB).
 
 A CPython whose headers are found nowhere stops the build before it starts,
-with what was tried. Everything temporary (Zig's output, a merged copy of
-Debian's multiarch headers) lives in one temporary directory, removed at
-the end; the wheels go to --out.
+with what was tried. Everything temporary (Zig's output) lives in one
+temporary directory, removed at the end; the wheels go to --out. A merged
+copy of Debian's multiarch headers is kept in .cache/python-headers/ (by
+content, so that Zig's cache finds it again on the next run).
 
 CPython's public headers are the same for every target here (all LP64,
 little-endian; pyconfig.h differs only in what CPython's own build found on
@@ -74,6 +75,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SID_DIR = os.environ.get("ZLOOP_SID_DIR", "/var/cache/zloop/sid")
+HEADER_CACHE = os.path.join(ROOT, ".cache", "python-headers")
 PYTHONS = ("3.11", "3.12", "3.13", "3.14", "3.15")
 
 
@@ -215,10 +217,25 @@ def _self_contained(include, version, work):
         raise Missing(f"CPython {version} headers in {include}: its pyconfig.h includes a "
                       f"multiarch one, and there is none in {system}/*-linux-gnu/")
     arch_conf = found[0]
-    merged = os.path.join(work, f"headers-{version}")
-    shutil.copytree(include, merged)
-    os.remove(os.path.join(merged, "pyconfig.h"))
-    shutil.copyfile(arch_conf, os.path.join(merged, "pyconfig.h"))
+    # Kept by content in .cache/python-headers/: Zig's cache knows a header
+    # directory by its path, so a fresh copy each run would rebuild every
+    # extension of this CPython.
+    digest = hashlib.sha256(_read(arch_conf))
+    for folder, _, files in sorted(os.walk(include)):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, include).encode() + b"\0" + _read(path))
+    merged = os.path.join(HEADER_CACHE, f"python{version}-{digest.hexdigest()[:16]}")
+    if not os.path.isdir(merged):
+        staging = os.path.join(work, f"headers-{version}")
+        shutil.copytree(include, staging)
+        os.remove(os.path.join(staging, "pyconfig.h"))
+        shutil.copyfile(arch_conf, os.path.join(staging, "pyconfig.h"))
+        os.makedirs(HEADER_CACHE, exist_ok=True)
+        try:
+            os.rename(staging, merged)
+        except OSError:  # another run put it there first
+            shutil.rmtree(staging)
     return merged
 
 
