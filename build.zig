@@ -11,8 +11,10 @@
 //! layer (libc, a pipe for eventfd, accept + fcntl, ...) and offer the
 //! backends epoll and kqueue, the latter over a test-only emulation of
 //! kqueue(2) on epoll (`src/core/os/kqueue_emu.zig`): a test build, never
-//! a release or a wheel (`scripts/wheels` never passes it). macOS and the
-//! BSDs always take the portable path, with their real kqueue.
+//! a release or a wheel (`scripts/wheels` never passes it, this build
+//! refuses it with `-Dstrip=true`, and `scripts/check_wheels.py` finds no
+//! kqueue backend in a Linux wheel). macOS and the BSDs always take the
+//! portable path, with their real kqueue.
 const std = @import("std");
 
 pub fn build(b: *std.Build) void {
@@ -56,9 +58,27 @@ pub fn build(b: *std.Build) void {
         .optimize = optimize,
     });
     translate.addSystemIncludePath(.{ .cwd_relative = python_include });
+    // CPython 3.13+ pick their atomics in cpython/pyatomic.h by compiler:
+    // translate-c's C front end claims to be neither GCC nor clang, so they
+    // would take pyatomic_std.h and the target's <stdatomic.h>, which
+    // crashes translate-c for macOS and fails for FreeBSD (its libc's
+    // fallback atomics are structs). The GCC builtins serve every target;
+    // the C API's functions that use them are static inline, which zloop
+    // does not call (translate-c declares any it cannot translate extern,
+    // and scripts/check_wheels.py finds such a name among the extension's
+    // undefined symbols).
+    translate.defineCMacro("_Py_USE_GCC_BUILTIN_ATOMICS", "1");
 
     // Release wheels are stripped (4.5 MB of debug info otherwise).
     const strip = b.option(bool, "strip", "Strip debug info from the extension") orelse false;
+    if (portable and strip and target.result.os.tag == .linux) {
+        // A stripped build is a release's; a portable Linux one carries the
+        // test-only kqueue emulation, which must never ship.
+        const fail = b.addFail("-Dportable=true is a test build (the emulated kqueue): " ++
+            "never a stripped release build");
+        b.getInstallStep().dependOn(&fail.step);
+        return;
+    }
     const ext = b.createModule(.{
         .root_source_file = b.path("src/python/module.zig"),
         .target = target,

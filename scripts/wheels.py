@@ -1,14 +1,31 @@
 """Builds zloop's release wheels on one machine with Zig.
 
-    python scripts/wheels.py [--target x86_64,aarch64] [--python 3.11,...] [--out wheelhouse]
+    python scripts/wheels.py [--target x86_64,aarch64,macos-arm64,macos-x86_64]
+                             [--python 3.11,...] [--out wheelhouse] [--jobs N]
 
 For each CPython and each target, `zig build` cross-compiles the extension
-against that CPython's headers: for Linux, glibc 2.17 (manylinux2014) at a
-baseline CPU (x86-64-v2, which every x86_64 server of the last decade runs;
-aarch64's baseline), ReleaseFast and stripped. The wheel is assembled here:
-the Python package, the extension under the interpreter's own suffix, and
-metadata read from pyproject.toml. Nothing in the wheel depends on the
-machine that built it.
+against that CPython's headers, ReleaseFast and stripped, never with
+`-Dportable` (the test-only kqueue emulation must not ship):
+
+  x86_64, aarch64   Linux, glibc 2.17 (manylinux2014) at a baseline CPU
+                    (x86-64-v2, which every x86_64 server of the last decade
+                    runs; aarch64's baseline): manylinux_2_17 wheels;
+  macos-arm64       macOS 11.0 (the first on Apple silicon), the M1
+                    baseline: macosx_11_0_arm64;
+  macos-x86_64      macOS 10.13 (the oldest that python.org's installers of
+                    CPython 3.12 and 3.13 support), Zig's macOS baseline CPU
+                    (Core 2, as the oldest Intel Macs that run 10.13):
+                    macosx_10_13_x86_64;
+  freebsd-x86_64    FreeBSD 14.0, built only when named: no wheel, the
+                    extension alone (`_zloop.cp312-freebsd-x86_64.so` in
+                    --out), to prove that it compiles and links. PyPI takes
+                    no FreeBSD wheel, and a FreeBSD platform tag names one
+                    exact release and patch level, so a wheel would install
+                    on that one only.
+
+The wheel is assembled here: the Python package, the extension under the
+interpreter's own suffix, and metadata read from pyproject.toml. Nothing in
+the wheel depends on the machine that built it, which may be Linux or macOS.
 
 Needs: Python 3.11+ to run this (tomllib), Zig from the ziglang package
 (`scripts/wheels` installs it into that Python's environment), and the C
@@ -24,14 +41,22 @@ headers of each CPython built for, looked for in this order:
      builds it (as root, with apt and mmdebstrap; about 830 MB).
 
 A CPython whose headers are found nowhere stops the build before it starts,
-with what was tried. Everything temporary (Zig's output, a merged copy of
-Debian's multiarch headers) lives in one temporary directory, removed at
-the end; the wheels go to --out.
+with what was tried. Everything temporary (Zig's output) lives in one
+temporary directory, removed at the end; the wheels go to --out. A merged
+copy of Debian's multiarch headers is kept in .cache/python-headers/ (by
+content, so that Zig's cache finds it again on the next run).
 
-CPython's public headers are the same for x86_64 and aarch64 Linux (both
-LP64, little-endian; pyconfig.h differs only in flags for CPython's own
-inline assembly, which the C API does not use), so one header set serves
-both Linux targets.
+CPython's public headers are the same for every target here (all LP64,
+little-endian; pyconfig.h differs only in what CPython's own build found on
+its system, never in the C API's layout), so one header set serves them
+all: on Linux x86_64 and aarch64 the sizes agree; FreeBSD x86_64 has Linux
+x86_64's; and for macOS, Python.h's pymacconfig.h replaces every size that
+differs by architecture (long double, max_align_t, ...) from the compiler's
+own macros under __APPLE__, which is how one pyconfig.h serves both halves
+of CPython's universal2 macOS builds.
+
+--jobs runs that many builds at once (default 1): a build is mostly one
+thread of LLVM, so on 2 cores two builds at once take little more than one.
 """
 
 import argparse
@@ -44,21 +69,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SID_DIR = os.environ.get("ZLOOP_SID_DIR", "/var/cache/zloop/sid")
+HEADER_CACHE = os.path.join(ROOT, ".cache", "python-headers")
 PYTHONS = ("3.11", "3.12", "3.13", "3.14", "3.15")
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """One platform a wheel is built for."""
+    """One platform a wheel (or, without platform tags, only the extension)
+    is built for."""
 
-    zig_target: str  # -Dtarget
+    zig_target: str  # -Dtarget, with the minimum OS version the wheel promises
     cpu: str  # -Dcpu: the baseline the wheel promises
-    platform_tags: tuple[str, ...]  # the wheel's platform tags
+    platform_tags: tuple[str, ...]  # the wheel's platform tags; () for no wheel
     so_platform: str  # the extension's suffix: _zloop.cpython-312-{so_platform}.so
 
     def extension_name(self, version):
@@ -70,7 +98,17 @@ TARGETS = {
                      ("manylinux_2_17_x86_64", "manylinux2014_x86_64"), "x86_64-linux-gnu"),
     "aarch64": Target("aarch64-linux-gnu.2.17", "baseline",
                       ("manylinux_2_17_aarch64", "manylinux2014_aarch64"), "aarch64-linux-gnu"),
+    # Zig's macOS default minimum is its newest supported release (15.0):
+    # each target names its own. An extension for macOS is a Mach-O dylib
+    # with the interpreter's symbols left to a flat lookup at load time (what
+    # `-undefined dynamic_lookup` gives); scripts/check_wheels.py proves it.
+    "macos-arm64": Target("aarch64-macos.11.0", "baseline", ("macosx_11_0_arm64",), "darwin"),
+    "macos-x86_64": Target("x86_64-macos.10.13", "baseline", ("macosx_10_13_x86_64",),
+                           "darwin"),
+    "freebsd-x86_64": Target("x86_64-freebsd.14.0", "baseline", (), "x86_64-freebsd"),
 }
+# What `--target` builds unless told: every target that makes a wheel.
+WHEEL_TARGETS = tuple(name for name, t in TARGETS.items() if t.platform_tags)
 
 
 class Missing(Exception):
@@ -134,6 +172,28 @@ _HEADER_SOURCES = (
 )
 
 
+def interpreter_for(version):
+    """The CPython `version` executable found where the headers are looked
+    for (not python3.X-config, which names none), for reading what it
+    exports (scripts/check_wheels.py); None if there is none."""
+    pyenv_root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates = [os.environ.get("ZLOOP_WHEEL_PYTHON_" + version.replace(".", "_")),
+                  shutil.which(f"python{version}")]
+    candidates += sorted(glob.glob(os.path.join(pyenv_root, "versions", f"{version}.*", "bin",
+                                                f"python{version}")))[-1:]
+    candidates.append(os.path.join(SID_DIR, "usr", "bin", f"python{version}"))
+    for python in candidates:
+        # pyenv's shims are scripts: the interpreter is what they run.
+        if python and os.path.exists(python) and not _is_script(python):
+            return os.path.realpath(python)
+    return None
+
+
+def _is_script(path):
+    with open(path, "rb") as f:
+        return f.read(2) == b"#!"
+
+
 def _interpreter_include(python):
     out = subprocess.run([python, "-c", "import sysconfig;print(sysconfig.get_paths()['include'])"],
                          capture_output=True, text=True)
@@ -157,10 +217,25 @@ def _self_contained(include, version, work):
         raise Missing(f"CPython {version} headers in {include}: its pyconfig.h includes a "
                       f"multiarch one, and there is none in {system}/*-linux-gnu/")
     arch_conf = found[0]
-    merged = os.path.join(work, f"headers-{version}")
-    shutil.copytree(include, merged)
-    os.remove(os.path.join(merged, "pyconfig.h"))
-    shutil.copyfile(arch_conf, os.path.join(merged, "pyconfig.h"))
+    # Kept by content in .cache/python-headers/: Zig's cache knows a header
+    # directory by its path, so a fresh copy each run would rebuild every
+    # extension of this CPython.
+    digest = hashlib.sha256(_read(arch_conf))
+    for folder, _, files in sorted(os.walk(include)):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, include).encode() + b"\0" + _read(path))
+    merged = os.path.join(HEADER_CACHE, f"python{version}-{digest.hexdigest()[:16]}")
+    if not os.path.isdir(merged):
+        staging = os.path.join(work, f"headers-{version}")
+        shutil.copytree(include, staging)
+        os.remove(os.path.join(staging, "pyconfig.h"))
+        shutil.copyfile(arch_conf, os.path.join(staging, "pyconfig.h"))
+        os.makedirs(HEADER_CACHE, exist_ok=True)
+        try:
+            os.rename(staging, merged)
+        except OSError:  # another run put it there first
+            shutil.rmtree(staging)
     return merged
 
 
@@ -176,16 +251,48 @@ def check_zig():
 # --- building ----------------------------------------------------------------------
 
 
-def build_extension(version, target_name, headers, work):
-    """The stripped ReleaseFast extension for one CPython and target."""
+def build_command(version, target_name, headers, prefix):
+    """The `zig build` of the stripped ReleaseFast extension for one CPython
+    and target. Never -Dportable: that build carries the kqueue emulation,
+    which is test infrastructure (scripts/check_wheels.py refuses it)."""
     target = TARGETS[target_name]
-    prefix = os.path.join(work, f"{version}-{target_name}")
-    cmd = [sys.executable, "-m", "ziglang", "build", "-Doptimize=ReleaseFast", "-Dstrip=true",
-           f"-Dtarget={target.zig_target}", f"-Dcpu={target.cpu}",
-           f"-Dpython-include={headers}", "--prefix", prefix]
-    print("wheels: " + " ".join(cmd[3:]), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True)
-    return os.path.join(prefix, "lib", "_zloop.so")
+    return [sys.executable, "-m", "ziglang", "build", "-Doptimize=ReleaseFast", "-Dstrip=true",
+            f"-Dtarget={target.zig_target}", f"-Dcpu={target.cpu}",
+            f"-Dpython-include={headers}", "--prefix", prefix]
+
+
+def build_all(pairs, parallel, headers, work):
+    """Builds the extension for every (version, target) of `pairs`,
+    `parallel` builds at a time, and returns {pair: extension path}. The
+    first failure stops the builds still running and raises."""
+    running, built, pending = {}, {}, list(pairs)
+    while pending or running:
+        while pending and len(running) < parallel:
+            version, target = pending.pop(0)
+            prefix = os.path.join(work, f"{version}-{target}")
+            cmd = build_command(version, target, headers[version], prefix)
+            print("wheels: " + " ".join(cmd[3:]), flush=True)
+            proc = subprocess.Popen(cmd, cwd=ROOT)
+            running[proc] = ((version, target), prefix, time.monotonic())
+        proc = _wait_any(running)
+        pair, prefix, started = running.pop(proc)
+        if proc.returncode != 0:
+            for other in running:
+                other.terminate()
+                other.wait()
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
+        print(f"wheels: built cp{pair[0].replace('.', '')} {pair[1]} in "
+              f"{time.monotonic() - started:.0f} s", flush=True)
+        built[pair] = os.path.join(prefix, "lib", "_zloop.so")
+    return built
+
+
+def _wait_any(procs):
+    while True:
+        for proc in procs:
+            if proc.poll() is not None:
+                return proc
+        time.sleep(0.2)
 
 
 def metadata():
@@ -229,9 +336,20 @@ def _read(path):
         return f.read()
 
 
+def write_extension(version, target_name, so_path, out_dir):
+    """A target with no wheel: the extension alone, for the checks."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"_zloop.cp{version.replace('.', '')}-{target_name}.so")
+    shutil.copyfile(so_path, path)
+    print(f"wheels: wrote {os.path.relpath(path, ROOT)} (no wheel for {target_name})", flush=True)
+    return path
+
+
 def write_wheel(version, target_name, so_path, out_dir):
     meta, project = metadata()
     target = TARGETS[target_name]
+    if not target.platform_tags:
+        return write_extension(version, target_name, so_path, out_dir)
     name, ver = project["name"], project["version"]
     tag = "cp" + version.replace(".", "")
     wheel_name = f"{name}-{ver}-{tag}-{tag}-{'.'.join(target.platform_tags)}.whl"
@@ -270,12 +388,17 @@ def _choices(text, known, option, parser):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", "--arch", default=",".join(TARGETS),
-                        help=f"comma-separated targets (default: {','.join(TARGETS)})")
+    parser.add_argument("--target", "--arch", default=",".join(WHEEL_TARGETS),
+                        help=f"comma-separated targets of {','.join(TARGETS)} "
+                             f"(default: {','.join(WHEEL_TARGETS)})")
     parser.add_argument("--python", default=",".join(PYTHONS),
                         help=f"comma-separated CPython versions (default: {','.join(PYTHONS)})")
     parser.add_argument("--out", default=os.path.join(ROOT, "wheelhouse"))
+    parser.add_argument("--jobs", "-j", type=int, default=1,
+                        help="builds run at once (default 1)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be 1 or more")
     targets = _choices(args.target, tuple(TARGETS), "--target", parser)
     versions = _choices(args.python, PYTHONS, "--python", parser)
     with tempfile.TemporaryDirectory(prefix="zloop-wheels-") as work:
@@ -296,10 +419,10 @@ def main(argv=None):
             print("wheels: cannot build; missing:\n  " + "\n  ".join(missing) +
                   "\n(or build fewer: --python 3.12,3.13)", file=sys.stderr)
             return 1
-        for version in versions:
-            for target in targets:
-                so = build_extension(version, target, headers[version], work)
-                write_wheel(version, target, so, args.out)
+        pairs = [(v, t) for v in versions for t in targets]
+        built = build_all(pairs, args.jobs, headers, work)
+        for version, target in pairs:
+            write_wheel(version, target, built[(version, target)], args.out)
     return 0
 
 
