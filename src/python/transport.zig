@@ -39,6 +39,9 @@ const loop_mod = @import("loop.zig");
 const transport_methods = @import("transport_methods.zig");
 const recvpool = @import("recvpool.zig");
 const state = @import("state.zig");
+const handle = @import("handle.zig");
+const sockaddr = @import("sockaddr.zig");
+const server = @import("server.zig");
 const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
@@ -50,11 +53,30 @@ const log_threshold_conn_lost = 5;
 
 pub const Transport = extern struct {
     ob_base: Obj,
-    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor.
+    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor (or
+    /// null until a served connection's extra info is asked for: see
+    /// `Inner.lazy`).
     extra: ?*Obj,
     loop: ?*Obj,
     protocol: ?*Obj,
     inner: ?*Inner,
+    /// The `socket.socket` the transport works on (`_sock`): the one it was
+    /// made with, or a served connection's, made on first use (see
+    /// `Inner.lazy`). Null once the connection is lost.
+    sock: ?*Obj,
+    /// The server's `ServerConnections` while it counts this connection,
+    /// and this transport's place in its list (server.zig).
+    conns: ?*Obj,
+    conn_prev: ?*Transport,
+    conn_next: ?*Transport,
+    /// `_sendfile_fut`: loop.sendfile()'s future while it runs, failed if
+    /// the connection goes first (as asyncio's empty waiter).
+    sendfile_fut: ?*Obj,
+    /// connection_lost was called and the transport let go of its socket,
+    /// protocol and loop (`_sock` and `_loop` read None).
+    lost: bool,
+    /// `_protocol_connected`: connection_lost goes to the protocol.
+    protocol_connected: bool,
 };
 
 pub const Inner = struct {
@@ -113,6 +135,21 @@ pub const Inner = struct {
     /// `onRecv`).
     rx: std.ArrayList(Rx) = .empty,
     rx_head: usize = 0,
+    /// A served connection's extra info and socket object, made on first
+    /// use (see `Lazy`).
+    lazy: Lazy = .{},
+    /// The connection's own callbacks in the ready queue (`runStep`):
+    /// its start, then its end, each queued once at most and in that
+    /// order, each entry holding a reference to the transport.
+    step: core.Callback = .{ .run = runStep, .drop = dropStep },
+    /// `protocol.connection_made`, bound, while the start is queued; and
+    /// the context it runs in.
+    start_cb: ?*Obj = null,
+    start_ctx: ?*Obj = null,
+    /// connection_lost's exception (or None) and context, while the end is
+    /// queued.
+    lost_exc: ?*Obj = null,
+    lost_ctx: ?*Obj = null,
 
     fn pending(in: *const Inner) usize {
         return in.wq.size;
@@ -125,6 +162,36 @@ pub const Inner = struct {
 
     fn rxPending(in: *const Inner) bool {
         return in.rx_head < in.rx.items.len;
+    }
+};
+
+/// What a served connection makes on first use rather than when accepted
+/// (uvloop does the same): its `peername` and `sockname` as the kernel gave
+/// them (a listener bound to one address shares its own `sockname`
+/// object), its `socket.socket`, and the extra info made of them. A
+/// connection that nobody asks makes none of these objects.
+const Lazy = struct {
+    peer: sockaddr.Lazy = .none,
+    local: sockaddr.Lazy = .none,
+    /// `socket.socket(family, type, proto, fileno)` arguments.
+    family: u16 = 0,
+    sock_type: i32 = 0,
+    proto: i32 = 0,
+    /// The fd is the transport's, with no socket object yet: `_sock` makes
+    /// one, and connection_lost closes the fd itself.
+    sock: bool = false,
+    /// Entries of `extra` still to make.
+    peername: bool = false,
+    sockname: bool = false,
+    socket: bool = false,
+
+    fn pending(z: *const Lazy) bool {
+        return z.peername or z.sockname or z.socket;
+    }
+
+    fn release(z: *Lazy) void {
+        z.peer.release();
+        z.local.release();
     }
 };
 
@@ -337,6 +404,7 @@ var slots = [_]c.PyType_Slot{
     .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
     .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
     .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
+    .{ .slot = c.Py_tp_finalize, .pfunc = @ptrCast(@constCast(&finalize)) },
     .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
     .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
     .{ .slot = 0, .pfunc = null },
@@ -361,6 +429,17 @@ const Names = struct {
     msg_eof: *Obj,
     msg_get_buffer: *Obj,
     msg_buffer_updated: *Obj,
+    connection_made: *Obj,
+    connection_lost: *Obj,
+    close: *Obj,
+    get: *Obj,
+    name: *Obj,
+    default: *Obj,
+    peername: *Obj,
+    sockname: *Obj,
+    socket: *Obj,
+    sendfile_lost: *Obj,
+    warn_unclosed: *Obj,
 };
 var names: Names = undefined;
 
@@ -431,12 +510,33 @@ fn succeeded(r: ?*Obj) bool {
     return true;
 }
 
-/// `loop.call_soon(self._call_connection_lost, exc)`, with
-/// `context=` the transport's own where it keeps one (see `Inner.context_fixed`).
+/// asyncio's `loop.call_soon(self._call_connection_lost, exc)`: the end
+/// of the connection, next in the ready queue, in the transport's own
+/// context where it keeps one (see `Inner.context_fixed`), else in a copy
+/// of the current one, as a Handle's. Queued as the transport's own step
+/// (`runStep`), or, in debug mode, as a Handle (timed, named in reports).
 fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
+    const in = t.inner.?;
+    const l = loopOf(t);
+    if (l.closed) {
+        _ = py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+        return false;
+    }
+    const own: ?*Obj = if (in.context_fixed) in.context else null;
+    if (l.debug) return callSoonLost(t, exc, own);
+    const ctx = if (own) |o| py.newref(o) else c.PyContext_CopyCurrent() orelse return false;
+    std.debug.assert(in.lost_exc == null and in.lost_ctx == null);
+    in.lost_exc = py.newref(exc);
+    in.lost_ctx = ctx;
+    if (queueStep(t)) return true;
+    py.clear(&in.lost_exc);
+    py.clear(&in.lost_ctx);
+    return false;
+}
+
+fn callSoonLost(t: *Transport, exc: *Obj, own: ?*Obj) bool {
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
     defer py.decref(m);
-    const own: ?*Obj = if (t.inner) |in| (if (in.context_fixed) in.context else null) else null;
     const ctx = own orelse return succeeded(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
     // Slot 0 is scratch for PY_VECTORCALL_ARGUMENTS_OFFSET, as in py.callMethod.
     var argv = [_]?*Obj{ null, t.loop.?, m, exc, ctx };
@@ -1103,8 +1203,13 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
 /// `_detach()`: leave the reactor and drop its reference. Called once
 /// connection_lost ran, before the socket is closed (the fd may be reused).
 fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.newref(py.none());
+    leave(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+/// Drops what is queued and leaves the reactor (see `detach`).
+fn leave(t: *Transport) void {
+    const in = t.inner orelse return;
     in.wq.releaseAll();
     in.cork.release();
     releaseRx(in, loopOf(t));
@@ -1114,7 +1219,6 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
         if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
         py.decref(py.obj(t));
     }
-    return py.newref(py.none());
 }
 
 /// Called by the loop's close() for a transport still registered: the
@@ -1127,6 +1231,594 @@ pub fn loopClosing(w: *core.IoWatcher) void {
     in.attached = false;
     loopOf(t).reactor.detach(w);
     py.decref(py.obj(t));
+}
+
+// ---------------------------------------------------- served connections
+
+/// The Python classes a served connection is made of, handed over once by
+/// `zloop._net` (`_zloop._install_net`).
+pub const Classes = struct {
+    /// `zloop._net._SocketTransport`, the class of every stream transport.
+    transport: *Obj,
+    /// `zloop._tls._SSLProtocol`: its transport reads into the one buffer
+    /// it gives out (see `ReadMode`).
+    ssl_protocol: *Obj,
+    buffered_protocol: *Obj,
+    /// `asyncio.trsock.TransportSocket` and `socket.socket`.
+    transport_socket: *Obj,
+    socket: *Obj,
+};
+pub var classes: ?Classes = null;
+
+/// `_install_net(transport, ssl_protocol, buffered_protocol,
+/// transport_socket, socket)`: see `Classes`.
+pub fn installNet(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const usage = "_install_net(transport, ssl_protocol, buffered_protocol, transport_socket, socket)";
+    if (nargs != 5) return py.raise(c.PyExc_TypeError, usage);
+    if (c.PyType_Check(args[0]) == 0 or c.PyType_IsSubtype(@ptrCast(args[0]), TransportType.?) == 0) {
+        return py.raise(c.PyExc_TypeError, "_install_net(): not a SocketTransportCore class");
+    }
+    if (classes) |old| inline for (.{ old.transport, old.ssl_protocol, old.buffered_protocol, old.transport_socket, old.socket }) |o| py.decref(o);
+    classes = .{
+        .transport = py.newref(args[0].?),
+        .ssl_protocol = py.newref(args[1].?),
+        .buffered_protocol = py.newref(args[2].?),
+        .transport_socket = py.newref(args[3].?),
+        .socket = py.newref(args[4].?),
+    };
+    return py.newref(py.none());
+}
+
+pub fn isTransport(o: *Obj) bool {
+    return c.PyObject_TypeCheck(o, TransportType.?) != 0;
+}
+
+/// What a served connection takes from its listener (accept.zig).
+pub const Listener = struct {
+    /// `socket.socket(family, type, proto, fileno)` arguments of an
+    /// accepted socket: the listener's own (`type` with SOCK_NONBLOCK, so
+    /// that CPython sets the timeout to 0 without a syscall).
+    family: u16,
+    sock_type: i32,
+    proto: i32,
+    /// The listener's `sockname`, when its connections share it (see
+    /// `sockaddr.sharedByAccepted`); else each asks `getsockname` once.
+    sockname: ?*Obj,
+    /// TCP: TCP_NODELAY on each connection, as asyncio's `_set_nodelay`.
+    nodelay: bool,
+};
+
+/// Python 3.15 (gh-140947): a transport's callbacks run in its own
+/// context (`Inner.context_fixed`).
+const transport_owns_context = c.PY_VERSION_HEX >= 0x030F0000;
+
+/// A served connection's transport, made natively: what
+/// `_SocketTransport(loop, sock, protocol, extra={"peername": addr},
+/// server=server)` does for asyncio's `_accept_connection2`, without a
+/// socket object and without Python: `protocol.connection_made` looked up
+/// (a factory that returned no protocol fails here, as in asyncio), the fd
+/// registered with the reactor, the server's count, TCP_NODELAY, and
+/// connection_made then reading queued as one step. `ctx` is the
+/// connection's context, where its protocol factory ran: connection_made
+/// runs in it, reading in a copy taken now (3.15: both in it, the
+/// transport's own). Takes `fd` whatever happens: closed on failure.
+/// Returns a new reference, or null with the Python error set.
+pub fn serve(l: *loop_mod.Loop, fd: i32, protocol: *Obj, conns: ?*Obj, from: *const Listener, peer: sockaddr.Lazy, ctx: *Obj) ?*Obj {
+    var peer_name = peer;
+    const t = make(l, fd, protocol, from, ctx) orelse {
+        peer_name.release();
+        _ = linux.close(fd);
+        return null;
+    };
+    // The transport owns the fd from here.
+    const in = t.inner.?;
+    in.lazy.peer = peer_name;
+    if (conns) |s| server.attach(s, t);
+    if (from.nodelay) {
+        const on: c_int = 1;
+        _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NODELAY, std.mem.asBytes(&on), @sizeOf(c_int));
+    }
+    if (queueStep(t)) return py.obj(t);
+    // Out of memory for the ready queue: the connection ends here.
+    py.clear(&in.start_cb);
+    py.clear(&in.start_ctx);
+    const ok = letGo(t);
+    std.debug.assert(ok or c.PyErr_Occurred() != null);
+    py.decref(py.obj(t));
+    return null;
+}
+
+/// `serve`'s transport, set up and holding `fd` (no server yet, nothing
+/// queued), or null (the fd still the caller's).
+fn make(l: *loop_mod.Loop, fd: i32, protocol: *Obj, from: *const Listener, ctx: *Obj) ?*Transport {
+    const cls = classes orelse {
+        _ = py.raise(c.PyExc_RuntimeError, "zloop._net is not installed");
+        return null;
+    };
+    const made = c.PyObject_GetAttr(protocol, names.connection_made) orelse return null;
+    var reads = readsFor(protocol) orelse {
+        py.decref(made);
+        return null;
+    };
+    defer reads.release();
+    const read_ctx: ?*Obj = if (transport_owns_context) null else c.PyContext_Copy(ctx) orelse {
+        py.decref(made);
+        return null;
+    };
+    var local = localName(fd, from) orelse {
+        py.decref(made);
+        py.xdecref(read_ctx);
+        return null;
+    };
+    const raw = py.allocInstance(@ptrCast(cls.transport)) orelse {
+        py.decref(made);
+        py.xdecref(read_ctx);
+        local.release();
+        return null;
+    };
+    const t = py.cast(Transport, raw);
+    const registered = loop_mod.claimFd(l, fd) orelse return unmade(t, made, read_ctx, &local);
+    const in = gpa.create(Inner) catch {
+        _ = c.PyErr_NoMemory();
+        return unmade(t, made, read_ctx, &local);
+    };
+    in.* = .{
+        .owner = t,
+        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
+        .lazy = .{
+            .local = local,
+            .family = from.family,
+            .sock_type = from.sock_type,
+            .proto = from.proto,
+            .sock = true,
+            .peername = true,
+            .sockname = true,
+            .socket = true,
+        },
+        .start_cb = made,
+        .start_ctx = py.newref(ctx),
+        .context = read_ctx orelse py.newref(ctx),
+        .context_fixed = transport_owns_context,
+    };
+    l.reactor.attach(&in.w) catch |err| {
+        in.lazy.local = .none;
+        in.start_cb = null;
+        py.decref(in.start_ctx.?);
+        py.decref(in.context.?);
+        gpa.destroy(in);
+        _ = loop_mod.attachFailed(err);
+        return unmade(t, made, read_ctx, &local);
+    };
+    reads.mode.apply(in);
+    in.attached = true;
+    t.inner = in;
+    t.loop = py.newref(py.obj(l));
+    t.protocol = py.newref(protocol);
+    t.protocol_connected = true;
+    py.incref(py.obj(t)); // the reactor's reference, dropped by leave()
+    return t;
+}
+
+fn unmade(t: *Transport, made: *Obj, read_ctx: ?*Obj, local: *sockaddr.Lazy) ?*Transport {
+    py.decref(made);
+    py.xdecref(read_ctx);
+    local.release();
+    py.decref(py.obj(t));
+    return null;
+}
+
+/// The connection's `sockname`: its listener's, or what getsockname says.
+fn localName(fd: i32, from: *const Listener) ?sockaddr.Lazy {
+    if (from.sockname) |shared_name| return .{ .made = py.newref(shared_name) };
+    var storage: linux.sockaddr.storage = undefined;
+    var len: linux.socklen_t = @sizeOf(linux.sockaddr.storage);
+    switch (errnoOf(linux.getsockname(fd, @ptrCast(&storage), &len))) {
+        .SUCCESS => return sockaddr.Lazy.of(&storage, len),
+        // As asyncio's `sock.getsockname()` failing in the constructor.
+        else => return .none,
+    }
+}
+
+/// The read mode `_net._reads(protocol)` gives, with the reference to a
+/// fixed buffer `release` lets go of.
+const Reads = struct {
+    mode: ReadMode,
+
+    fn release(r: *Reads) void {
+        if (r.mode.fixed_buffer) |b| py.decref(b);
+    }
+};
+
+fn readsFor(protocol: *Obj) ?Reads {
+    const cls = classes.?;
+    if (py.obj(c.Py_TYPE(protocol)) == cls.ssl_protocol) {
+        const hint = c.PyLong_FromLong(-1) orelse return null;
+        defer py.decref(hint);
+        const buf = py.callMethod(protocol, names.get_buffer, .{hint}) orelse return null;
+        const mode = ReadMode.parse(buf) orelse {
+            py.decref(buf);
+            return null;
+        };
+        return .{ .mode = mode };
+    }
+    const buffered = c.PyObject_IsInstance(protocol, cls.buffered_protocol);
+    if (buffered < 0) return null;
+    return .{ .mode = .{ .buffered = buffered == 1, .fixed_buffer = null } };
+}
+
+/// Queues the transport's next step (`runStep`); false with MemoryError.
+fn queueStep(t: *Transport) bool {
+    const in = t.inner.?;
+    loopOf(t).reactor.callSoon(&in.step) catch {
+        _ = c.PyErr_NoMemory();
+        return false;
+    };
+    py.incref(py.obj(t)); // the queue's reference
+    return true;
+}
+
+/// The transport's step in the ready queue: its start (connection_made,
+/// then reading), or its end (`_call_connection_lost`). The start is
+/// queued first and only once, so while `start_cb` is set this entry is it.
+fn runStep(cb: *core.Callback) core.RunError!void {
+    const in: *Inner = @fieldParentPtr("step", cb);
+    const t = in.owner;
+    defer py.decref(py.obj(t)); // the queue's reference
+    if (in.start_cb != null) return begin(t);
+    return end(t);
+}
+
+fn dropStep(cb: *core.Callback) void {
+    const in: *Inner = @fieldParentPtr("step", cb);
+    if (in.start_cb != null) {
+        py.clear(&in.start_cb);
+        py.clear(&in.start_ctx);
+    } else {
+        py.clear(&in.lost_exc);
+        py.clear(&in.lost_ctx);
+    }
+    py.decref(py.obj(in.owner));
+}
+
+/// asyncio's two handles `protocol.connection_made(transport)` and
+/// `transport._add_reader(...)`, run back to back (nothing can come
+/// between them in asyncio's queue either).
+fn begin(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    const cb = in.start_cb.?;
+    const ctx = in.start_ctx.?;
+    in.start_cb = null;
+    in.start_ctx = null;
+    defer py.decref(cb);
+    defer py.decref(ctx);
+    try callIn(t, ctx, cb, py.obj(t));
+    // Only once connection_made ran may data arrive; `in.context` is the
+    // reading context already.
+    in.started = true;
+    updateInterest(t);
+}
+
+/// asyncio's `_call_connection_lost(exc)` handle.
+fn end(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    const exc = in.lost_exc.?;
+    const ctx = in.lost_ctx.?;
+    in.lost_exc = null;
+    in.lost_ctx = null;
+    defer py.decref(exc);
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
+    const reported = if (callConnectionLost(t, exc)) {} else reportLost(t, ctx, exc);
+    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
+    return reported;
+}
+
+fn reportLost(t: *Transport, ctx: *Obj, exc: *Obj) core.RunError!void {
+    const failed = py.fetchException() orelse return;
+    const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse {
+        py.decref(failed);
+        return pendingToRun(t);
+    };
+    defer py.decref(m);
+    py.restoreException(failed);
+    return reportStep(t, ctx, m, exc);
+}
+
+/// `cb(arg)` in `ctx`, as a Handle runs it (see `reportStep`).
+fn callIn(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj) core.RunError!void {
+    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
+    const r = c.PyObject_CallOneArg(cb, arg);
+    const reported = if (r) |o| py.decref(o) else reportStep(t, ctx, cb, arg);
+    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
+    return reported;
+}
+
+/// The pending exception of `cb(arg)`, reported as a Handle's run
+/// reports it: to the loop's exception handler, in a Handle's words (the
+/// Handle is made only then); KeyboardInterrupt and SystemExit abort the
+/// loop.
+fn reportStep(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj) core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    const exc = py.fetchException() orelse return;
+    defer py.decref(exc);
+    const h = handle.create(&handle.HandleType, .once, t.loop.?, cb, &.{arg}, ctx) orelse
+        return pendingToRun(t);
+    defer py.decref(py.obj(h));
+    const r = py.callMethod(t.loop.?, state.get().str_report, .{ py.obj(h), exc });
+    if (r) |o| py.decref(o) else try pendingToRun(t);
+}
+
+/// `_call_connection_lost(exc)`: connection_lost (while the protocol is
+/// connected) and, whatever it does, the transport lets go of the reactor,
+/// its socket, its protocol, its loop and the server's count, as asyncio's.
+fn callConnectionLostMethod(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
+    if (!callConnectionLost(py.cast(Transport, self.?), exc.?)) return null;
+    return py.newref(py.none());
+}
+
+fn callConnectionLost(t: *Transport, exc: *Obj) bool {
+    py.incref(py.obj(t));
+    defer py.decref(py.obj(t));
+    var ok = failSendfile(t, exc);
+    if (ok and t.protocol_connected) {
+        if (t.protocol) |p| ok = succeeded(py.callMethod(p, names.connection_lost, .{exc}));
+    }
+    const failed = if (ok) null else py.fetchException();
+    const let_go = letGo(t);
+    const pending = failed orelse return let_go;
+    // connection_lost's error wins; one from the teardown is printed.
+    if (!let_go) c.PyErr_WriteUnraisable(py.obj(t));
+    py.restoreException(pending);
+    return false;
+}
+
+/// The sendfile in progress fails with the connection (as asyncio's
+/// empty waiter).
+fn failSendfile(t: *Transport, exc: *Obj) bool {
+    const fut = t.sendfile_fut orelse return true;
+    return succeeded(py.callMethod(py.obj(t), names.sendfile_lost, .{ fut, exc }));
+}
+
+/// The teardown after connection_lost: the reactor, the socket (so the fd
+/// number can be reused only after the reactor forgot it), the protocol,
+/// the loop, the server's count. False with the first error set.
+fn letGo(t: *Transport) bool {
+    leave(t);
+    var ok = closeSocket(t);
+    const failed = if (ok) null else py.fetchException();
+    if (t.inner) |in| (ReadMode{ .buffered = false, .fixed_buffer = null }).apply(in);
+    py.clear(&t.protocol);
+    t.protocol = py.newref(py.none());
+    t.lost = true;
+    ok = server.detach(t);
+    const pending = failed orelse return ok;
+    if (!ok) c.PyErr_WriteUnraisable(py.obj(t));
+    py.restoreException(pending);
+    return false;
+}
+
+/// Closes the socket: `sock.close()`, or the fd itself while no socket
+/// object was made for it.
+fn closeSocket(t: *Transport) bool {
+    if (t.sock) |s| {
+        t.sock = null;
+        defer py.decref(s);
+        return succeeded(py.callMethod(s, names.close, .{}));
+    }
+    const in = t.inner orelse return true;
+    if (!in.lazy.sock) return true;
+    in.lazy.sock = false;
+    _ = linux.close(in.w.fd);
+    return true;
+}
+
+/// `_close_socket()`: the finalizer's close of an unclosed transport's
+/// socket (see `finalize`).
+fn closeSocketMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!closeSocket(py.cast(Transport, self.?))) return null;
+    return py.newref(py.none());
+}
+
+/// The socket object, made now for a served connection (it then owns the
+/// fd); null with an exception set.
+fn socketObject(t: *Transport) ?*Obj {
+    if (t.sock) |s| return py.newref(s);
+    const in = t.inner orelse return py.newref(py.none());
+    if (t.lost or !in.lazy.sock) return py.newref(py.none());
+    const z = &in.lazy;
+    const s = newSocket(z.family, z.sock_type, z.proto, in.w.fd) orelse return null;
+    z.sock = false;
+    t.sock = s;
+    return py.newref(s);
+}
+
+/// `socket.socket(family, type, proto, fd)`; fd < 0: a socket of that
+/// kind made and closed at once (what a lost connection's `socket` extra
+/// shows on asyncio: `fd=-1`).
+fn newSocket(family: u16, sock_type: i32, proto: i32, fd: i32) ?*Obj {
+    const cls = classes.?;
+    const family_obj = c.PyLong_FromLong(family) orelse return null;
+    defer py.decref(family_obj);
+    const type_obj = c.PyLong_FromLong(sock_type) orelse return null;
+    defer py.decref(type_obj);
+    const proto_obj = c.PyLong_FromLong(proto) orelse return null;
+    defer py.decref(proto_obj);
+    if (fd < 0) {
+        const s = py.call(cls.socket, .{ family_obj, type_obj, proto_obj }) orelse return null;
+        if (succeeded(py.callMethod(s, names.close, .{}))) return s;
+        py.decref(s);
+        return null;
+    }
+    const fd_obj = c.PyLong_FromLong(fd) orelse return null;
+    defer py.decref(fd_obj);
+    return py.call(cls.socket, .{ family_obj, type_obj, proto_obj, fd_obj });
+}
+
+/// The `extra` entries a served connection makes on first use.
+const Entry = enum { peername, sockname, socket };
+
+/// A lazy `extra` entry, made.
+fn lazyEntry(t: *Transport, which: Entry) ?*Obj {
+    const z = &t.inner.?.lazy;
+    switch (which) {
+        .peername => return z.peer.object(),
+        .sockname => return z.local.object(),
+        .socket => {
+            const s = if (t.lost and t.sock == null)
+                newSocket(z.family, z.sock_type, z.proto, -1)
+            else
+                socketObject(t);
+            const sock = s orelse return null;
+            defer py.decref(sock);
+            return py.call(classes.?.transport_socket, .{sock});
+        },
+    }
+}
+
+/// Makes the lazy `extra` entries `name` asks for (all of them for a name
+/// that is a str subclass), into `t.extra`; false with an exception set.
+fn makeExtra(t: *Transport, name: ?*Obj) bool {
+    const z = &(t.inner orelse return true).lazy;
+    if (!z.pending()) return true;
+    const all = name == null or (c.PyUnicode_Check(name.?) != 0 and c.PyUnicode_CheckExact(name.?) == 0);
+    // In asyncio's order: the server's peername, then the transport's own.
+    inline for (.{ "peername", "socket", "sockname" }) |key| {
+        const key_obj = @field(names, key);
+        const wanted = all or (name.? == key_obj or
+            (c.PyUnicode_CheckExact(name.?) != 0 and c.PyUnicode_Compare(name.?, key_obj) == 0));
+        if (wanted and @field(z, key)) {
+            const value = lazyEntry(t, @field(Entry, key)) orelse return false;
+            defer py.decref(value);
+            if (t.extra == null) t.extra = c.PyDict_New() orelse return false;
+            if (c.PyObject_SetItem(t.extra.?, key_obj, value) < 0) return false;
+            @field(z, key) = false;
+        }
+    }
+    return true;
+}
+
+// ------------------------------------------------ attributes of asyncio's
+
+/// `get_extra_info(name, default=None)`: asyncio's `self._extra.get(name,
+/// default)`, a served connection's entries made on first use. The
+/// socket goes out after what earlier write() calls held back (see
+/// `Cork`): whoever sends on it directly comes after them.
+fn getExtraInfo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    var a: [2]?*Obj = undefined;
+    if (kwnames == null and nargs >= 1 and nargs <= 2) {
+        a = .{ args[0], if (nargs == 2) args[1] else null };
+    } else if (!py.bindArgs("get_extra_info", &.{ names.name, names.default }, 1, args, nargs, kwnames, &a)) {
+        return null;
+    }
+    const name = a[0].?;
+    const default = a[1] orelse py.none();
+    if (name == names.socket or (c.PyUnicode_Check(name) != 0 and c.PyUnicode_Compare(name, names.socket) == 0)) {
+        if (!uncork(t)) return null;
+    }
+    if (c.PyUnicode_Check(name) != 0 and !makeExtra(t, name)) return null;
+    const extra = t.extra orelse {
+        // An empty dict's get(): an unhashable name still raises.
+        if (c.PyObject_Hash(name) == -1) return null;
+        return py.newref(default);
+    };
+    if (c.PyDict_CheckExact(extra) != 0) {
+        const v = c.PyDict_GetItemWithError(extra, name) orelse {
+            if (c.PyErr_Occurred() != null) return null;
+            return py.newref(default);
+        };
+        return py.newref(v);
+    }
+    return py.callMethod(extra, names.get, .{ name, default });
+}
+
+/// `_extra`: every entry made (see `Lazy`); the dict made if none is.
+fn getExtra(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (!makeExtra(t, null)) return null;
+    if (t.extra == null) t.extra = c.PyDict_New() orelse return null;
+    return py.newref(t.extra.?);
+}
+
+fn setExtra(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    const v = value orelse {
+        _ = py.raise(c.PyExc_AttributeError, "cannot delete _extra");
+        return -1;
+    };
+    const old = t.extra;
+    t.extra = py.newref(v);
+    py.xdecref(old);
+    // Replaced: the entries not made yet are gone with the old dict.
+    if (t.inner) |in| {
+        in.lazy.peername = false;
+        in.lazy.sockname = false;
+        in.lazy.socket = false;
+    }
+    return 0;
+}
+
+/// `_sock`: the socket (made now for a served connection); None once the
+/// connection is lost.
+fn getSock(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return socketObject(py.cast(Transport, self.?));
+}
+
+fn setSock(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    const old = t.sock;
+    t.sock = if (value == null or py.isNone(value)) null else py.newref(value.?);
+    py.xdecref(old);
+    return 0;
+}
+
+/// `_loop`: None once the connection is lost, as asyncio's.
+fn getLoopAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (t.lost) return py.newref(py.none());
+    return py.newref(t.loop orelse py.none());
+}
+
+fn getSendfileFut(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Transport, self.?).sendfile_fut orelse py.none());
+}
+
+fn setSendfileFut(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    const old = t.sendfile_fut;
+    t.sendfile_fut = if (value == null or py.isNone(value)) null else py.newref(value.?);
+    py.xdecref(old);
+    return 0;
+}
+
+fn getProtocolConnected(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Transport, self.?).protocol_connected);
+}
+
+fn setProtocolConnected(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const v = c.PyObject_IsTrue(value orelse py.none());
+    if (v < 0) return -1;
+    py.cast(Transport, self.?).protocol_connected = v == 1;
+    return 0;
+}
+
+/// `_closed`: the connection is lost and the socket closed (what repr()
+/// calls "closed", asyncio's `_sock is None`).
+fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    return py.boolean(t.lost or (t.sock == null and !(if (t.inner) |in| in.lazy.sock else false)));
+}
+
+/// As `_SocketOwner.__del__` was: a transport collected with its socket
+/// open warns (ResourceWarning, through `_warn_unclosed`) and closes it.
+fn finalize(self: ?*Obj) callconv(.c) void {
+    const t = py.cast(Transport, self.?);
+    const lazy_open = if (t.inner) |in| in.lazy.sock else false;
+    if (t.lost or (t.sock == null and !lazy_open)) return;
+    const saved = py.fetchException();
+    const r = py.callMethod(self.?, names.warn_unclosed, .{});
+    if (r) |o| py.decref(o) else c.PyErr_WriteUnraisable(self.?);
+    if (saved) |e| py.restoreException(e);
 }
 
 fn startReading(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
@@ -1745,12 +2437,10 @@ fn getProtocolPaused(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
 // -------------------------------------------------------------- the type
 
 fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    // Zero-filled: every reference null, nothing set up.
     const raw = py.allocInstance(tp) orelse return null;
     const t = py.cast(Transport, raw);
-    t.extra = null;
-    t.loop = null;
-    t.protocol = null;
-    t.inner = null;
+    std.debug.assert(t.inner == null and t.sock == null and !t.lost);
     return raw;
 }
 
@@ -1760,22 +2450,27 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // leaves that to the first heap type with its own traverse).
     const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
     if (tp_rc != 0) return tp_rc;
-    const ctx: ?*Obj = if (t.inner) |in| in.context else null;
-    const sendfile_cb: ?*Obj = if (t.inner) |in| in.sendfile_writer else null;
-    const fixed_buffer: ?*Obj = if (t.inner) |in| in.fixed_buffer else null;
-    inline for (.{ t.extra, t.loop, t.protocol, ctx, sendfile_cb, fixed_buffer }) |m| if (m) |o| {
+    inline for (.{ t.extra, t.loop, t.protocol, t.sock, t.conns, t.sendfile_fut }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    const in = t.inner orelse return 0;
+    const held_names = .{ in.context, in.sendfile_writer, in.fixed_buffer, in.start_cb, in.start_ctx, in.lost_exc, in.lost_ctx };
+    inline for (held_names) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    inline for (.{ in.lazy.peer, in.lazy.local }) |name| if (name == .made) {
+        const rc = visit.?(name.made, arg);
         if (rc != 0) return rc;
     };
     // The queued `bytes` cannot be part of a cycle (bytes are not tracked),
     // but visiting every owned reference keeps gc.get_referents() honest.
-    const queued: []const Seg = if (t.inner) |in| in.wq.live() else &.{};
-    for (queued) |s| if (s.owner) |o| {
+    for (in.wq.live()) |s| if (s.owner) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
-    const held: []const *Obj = if (t.inner) |in| in.cork.held[0..in.cork.n] else &.{};
-    for (held) |o| {
+    for (in.cork.held[0..in.cork.n]) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     }
@@ -1786,12 +2481,17 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     const t = py.cast(Transport, self.?);
     py.clear(&t.extra);
     py.clear(&t.protocol);
+    py.clear(&t.sendfile_fut);
+    server.unlink(t);
+    // `sock` stays: it owns the fd, which the finalizer (run before a
+    // collection clears anything) has closed if it was open.
     if (t.inner) |in| {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
         py.clear(&in.fixed_buffer);
         in.wq.releaseAll();
         in.cork.release();
+        in.lazy.release();
     }
     return 0;
 }
@@ -1799,12 +2499,16 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
 fn dealloc(self: ?*Obj) callconv(.c) void {
     const t = py.cast(Transport, self.?);
     c.PyObject_GC_UnTrack(self);
+    server.unlink(t);
     if (t.inner) |in| {
-        // An attached transport holds a reference to itself.
+        // An attached transport holds a reference to itself, and so does
+        // each queued step.
         std.debug.assert(!in.attached);
-        py.clear(&in.context);
-        py.clear(&in.sendfile_writer);
-        py.clear(&in.fixed_buffer);
+        // A served connection's fd with no socket object: the finalizer
+        // closed it if it ran (a subclass's dealloc runs it); else here.
+        if (in.lazy.sock and !t.lost) _ = linux.close(in.w.fd);
+        in.lazy.release();
+        inline for (.{ "context", "sendfile_writer", "fixed_buffer", "start_cb", "start_ctx", "lost_exc", "lost_ctx" }) |f| py.clear(&@field(in, f));
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);
         in.cork.release();
@@ -1816,6 +2520,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     py.clear(&t.extra);
     py.clear(&t.protocol);
     py.clear(&t.loop);
+    py.clear(&t.sock);
+    py.clear(&t.sendfile_fut);
     // This type is a heap type: subtype_dealloc leaves the instance's
     // reference to its type for this dealloc to drop.
     const tp = c.Py_TYPE(self);
@@ -1844,6 +2550,9 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_start_reading", startReading, null),
     py.methodO("_set_context", setContext, null),
     py.methodNoArgs("_detach", detach, null),
+    py.methodFast("get_extra_info", getExtraInfo, "get_extra_info($self, name, default=None)\n--\n\nGet optional transport information."),
+    py.methodO("_call_connection_lost", callConnectionLostMethod, null),
+    py.methodNoArgs("_close_socket", closeSocketMethod, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
     py.methodNoArgs("_sendfile_end", sendfileEnd, null),
     py.methodNoArgs("_uncork", uncorkMethod, null),
@@ -1856,6 +2565,12 @@ var getsets = [_]c.PyGetSetDef{
     py.getset("_sock_fd", getFd, null),
     py.getset("_protocol_paused", getProtocolPaused, null),
     py.getset("_paused", getPaused, null),
+    py.getset("_extra", getExtra, setExtra),
+    py.getset("_sock", getSock, setSock),
+    py.getset("_loop", getLoopAttr, null),
+    py.getset("_sendfile_fut", getSendfileFut, setSendfileFut),
+    py.getset("_protocol_connected", getProtocolConnected, setProtocolConnected),
+    py.getset("_closed", getClosed, null),
     py.sentinel_getset,
 };
 
@@ -1879,6 +2594,17 @@ fn initNames() void {
         .msg_eof = py.intern("Fatal error: protocol.eof_received() call failed."),
         .msg_get_buffer = py.intern("Fatal error: protocol.get_buffer() call failed."),
         .msg_buffer_updated = py.intern("Fatal error: protocol.buffer_updated() call failed."),
+        .connection_made = py.intern("connection_made"),
+        .connection_lost = py.intern("connection_lost"),
+        .close = py.intern("close"),
+        .get = py.intern("get"),
+        .name = py.intern("name"),
+        .default = py.intern("default"),
+        .peername = py.intern("peername"),
+        .sockname = py.intern("sockname"),
+        .socket = py.intern("socket"),
+        .sendfile_lost = py.intern("_sendfile_lost"),
+        .warn_unclosed = py.intern("_warn_unclosed"),
     };
 }
 
