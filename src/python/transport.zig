@@ -133,7 +133,7 @@ pub const Inner = struct {
     sendfile_writer: ?*Obj = null,
     /// Native receives not yet delivered, oldest first from `rx_head` (see
     /// `onRecv`).
-    rx: std.ArrayList(Rx) = .empty,
+    rx: RxQueue = .{},
     rx_head: usize = 0,
     /// A served connection's extra info and socket object, made on first
     /// use (see `Lazy`).
@@ -161,7 +161,45 @@ pub const Inner = struct {
     }
 
     fn rxPending(in: *const Inner) bool {
-        return in.rx_head < in.rx.items.len;
+        return in.rx_head < in.rx.len();
+    }
+};
+
+/// The native receives of one transport between their wait and their
+/// delivery: nearly always one, kept inline, so that an idle connection
+/// holds no allocation for them; a second one moves both into a list, freed
+/// once they are delivered.
+const RxQueue = struct {
+    single: Rx = undefined,
+    has_single: bool = false,
+    list: std.ArrayList(Rx) = .empty,
+
+    fn len(q: *const RxQueue) usize {
+        return if (q.list.items.len > 0) q.list.items.len else @intFromBool(q.has_single);
+    }
+
+    fn items(q: *RxQueue) []Rx {
+        if (q.list.items.len > 0) return q.list.items;
+        return if (q.has_single) (&q.single)[0..1] else &.{};
+    }
+
+    fn append(q: *RxQueue, item: Rx) error{OutOfMemory}!void {
+        if (q.list.items.len == 0 and !q.has_single) {
+            q.single = item;
+            q.has_single = true;
+            return;
+        }
+        if (q.list.items.len == 0) {
+            try q.list.ensureTotalCapacity(gpa, 4);
+            q.list.appendAssumeCapacity(q.single);
+            q.has_single = false;
+        }
+        try q.list.append(gpa, item);
+    }
+
+    fn clear(q: *RxQueue) void {
+        q.has_single = false;
+        q.list.clearAndFree(gpa);
     }
 };
 
@@ -668,7 +706,7 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
         item.data = data;
         item.id = rv.buffer;
     }
-    in.rx.append(gpa, item) catch {
+    in.rx.append(item) catch {
         if (item.data) |d| returnRx(l, item.id, d);
         return error.Aborted;
     };
@@ -685,7 +723,7 @@ fn deliverRx(t: *Transport) core.RunError!void {
         // Taken off the queue first: a close() in the protocol's callback
         // releases what is queued (`releaseRx`), not this one.
         const index = in.rx_head;
-        const item = in.rx.items[index];
+        const item = in.rx.items()[index];
         in.rx_head += 1;
         if (item.res > 0) {
             try deliverReceived(t, index, item);
@@ -697,19 +735,19 @@ fn deliverRx(t: *Transport) core.RunError!void {
     }
     const l = loopOf(t);
     if (!in.rxPending()) {
-        in.rx.clearRetainingCapacity();
+        in.rx.clear();
         in.rx_head = 0;
     } else if (in.closing or in.read_eof) {
         releaseRx(in, l);
     } else if (l.has_reactor) {
-        for (in.rx.items[in.rx_head..]) |*item| if (item.id) |id| {
+        for (in.rx.items()[in.rx_head..]) |*item| if (item.id) |id| {
             l.recv_pool.refill(&l.reactor, id);
             item.id = null;
         };
     }
 }
 
-/// One native receive (taken from `in.rx.items[index]`) to the protocol,
+/// One native receive (taken from `in.rx.items()[index]`) to the protocol,
 /// as `readLent` delivers a small read: the loop's buffer itself, taken
 /// back if the protocol kept no reference; a protocol that keeps data gets
 /// copies of the exact size. A BufferedProtocol that takes only part of it
@@ -732,7 +770,7 @@ fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
         // queue meanwhile (only the reactor appends, between passes).
         if (fed < n and in.rx_head == index + 1) {
             in.rx_head = index;
-            in.rx.items[index].fed = @intCast(fed);
+            in.rx.items()[index].fed = @intCast(fed);
         } else {
             returnRx(l, item.id, data);
         }
@@ -803,10 +841,10 @@ fn feedBuffered(t: *Transport, bytes: []const u8, fed: *usize) core.RunError!voi
 
 /// Drops the receives not delivered, their buffers back to the pool.
 fn releaseRx(in: *Inner, l: *loop_mod.Loop) void {
-    for (in.rx.items[in.rx_head..]) |item| {
+    for (in.rx.items()[in.rx_head..]) |item| {
         returnRx(l, item.id, item.data orelse continue);
     }
-    in.rx.clearRetainingCapacity();
+    in.rx.clear();
     in.rx_head = 0;
 }
 
@@ -1508,36 +1546,42 @@ fn end(t: *Transport) core.RunError!void {
     defer py.decref(exc);
     defer py.decref(ctx);
     if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
-    const reported = if (callConnectionLost(t, exc)) {} else reportLost(t, ctx, exc);
-    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
-    return reported;
-}
-
-fn reportLost(t: *Transport, ctx: *Obj, exc: *Obj) core.RunError!void {
-    const failed = py.fetchException() orelse return;
+    const ok = callConnectionLost(t, exc);
+    const failed = if (ok) null else py.fetchException();
+    if (c.PyContext_Exit(ctx) < 0) {
+        py.xdecref(failed);
+        return pendingToRun(t);
+    }
+    const pending = failed orelse return;
     const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse {
-        py.decref(failed);
+        py.decref(pending);
         return pendingToRun(t);
     };
     defer py.decref(m);
-    py.restoreException(failed);
-    return reportStep(t, ctx, m, exc);
+    return reportStep(t, ctx, m, exc, pending);
 }
 
 /// `cb(arg)` in `ctx`, as a Handle runs it (see `reportStep`).
 fn callIn(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj) core.RunError!void {
     if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
     const r = c.PyObject_CallOneArg(cb, arg);
-    const reported = if (r) |o| py.decref(o) else reportStep(t, ctx, cb, arg);
-    if (c.PyContext_Exit(ctx) < 0) return pendingToRun(t);
-    return reported;
+    const failed = if (r) |o| blk: {
+        py.decref(o);
+        break :blk null;
+    } else py.fetchException();
+    if (c.PyContext_Exit(ctx) < 0) {
+        py.xdecref(failed);
+        return pendingToRun(t);
+    }
+    return reportStep(t, ctx, cb, arg, failed orelse return);
 }
 
-/// The pending exception of `cb(arg)`, reported as a Handle's run
-/// reports it: to the loop's exception handler, in a Handle's words (the
-/// Handle is made only then); KeyboardInterrupt and SystemExit abort the
-/// loop.
-fn reportStep(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj) core.RunError!void {
+/// The exception `failed` (consumed) of `cb(arg)` run in `ctx`, reported
+/// as a Handle's run reports it, once out of the context: to the loop's
+/// exception handler in a Handle's words (the Handle is made only now);
+/// KeyboardInterrupt and SystemExit abort the loop.
+fn reportStep(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj, failed: *Obj) core.RunError!void {
+    py.restoreException(failed);
     if (py.pendingIsFatal()) return error.Aborted;
     const exc = py.fetchException() orelse return;
     defer py.decref(exc);
@@ -2513,7 +2557,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         std.debug.assert(!in.flush.queued);
         in.cork.release();
         if (t.loop) |lo| releaseRx(in, py.cast(loop_mod.Loop, lo));
-        in.rx.deinit(gpa);
+        in.rx.clear();
         gpa.destroy(in);
         t.inner = null;
     }
