@@ -148,7 +148,10 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     # loop.sendfile() runs os.sendfile on the socket (zloop._sendfile).
     _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
 
-    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None, borrowed=False):
+        # `borrowed`: sock is the caller's (create_connection(sock=) and the
+        # like), who may close it while the transport still uses it; the
+        # native side then asks it for its fd before each system call.
         super().__init__(extra)
         self._extra["socket"] = trsock.TransportSocket(sock)
         try:
@@ -166,7 +169,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         # transport holding the fd for ever.
         connection_made = protocol.connection_made
         self._protocol_connected = True
-        self._setup(loop, sock.fileno(), protocol, _reads(protocol))
+        self._setup(loop, sock.fileno(), protocol, _reads(protocol), sock if borrowed else None)
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
@@ -224,9 +227,12 @@ _install_net(_SocketTransport, _tls._SSLProtocol, protocols.BufferedProtocol,
 class Server(asyncio.AbstractServer):
     """What create_server()/create_unix_server() return (asyncio.Server's API)."""
 
-    def __init__(self, loop, sockets, protocol_factory, backlog, unix_paths=()):
+    def __init__(self, loop, sockets, protocol_factory, backlog, unix_paths=(), borrowed=False):
         self._loop = loop
         self._sockets = sockets
+        # The sockets are the caller's (create_server(sock=)), who may close
+        # one while it is served (see _Acceptor).
+        self._borrowed = borrowed
         self._waiters = []
         # The connections served, counted natively; their transports are
         # listed there (ServerConnections, server.zig). Anything else
@@ -365,9 +371,12 @@ class _Acceptor(AcceptorCore):
 
     __slots__ = ("_sock",)
 
-    def __init__(self, loop, sock, backlog, callback, *args):
+    def __init__(self, loop, sock, backlog, callback, *args, borrowed=False):
+        # `borrowed`: sock is the caller's, who may close it while it is
+        # served; the native side then asks it for its fd before each accept.
         self._sock = sock
-        self._start(loop, sock.fileno(), sock.family, sock.type, sock.proto, backlog, callback, args)
+        owner = sock if borrowed else None
+        self._start(loop, sock.fileno(), sock.family, sock.type, sock.proto, backlog, callback, args, owner)
 
     def __repr__(self):
         state = "paused" if self._paused else "serving" if self._serving else "closed"
@@ -493,11 +502,14 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if self.get_debug() and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
 
-    async def _sock_wait_for(self, fd, write, ready, *args):
-        """Wait for fd with ready(fut, fd, *args) run on each readiness until
-        it returns True (LoopCore._sock_wait: one-shot, no syscall to stop
-        watching). A cancelled or abandoned wait stops watching at once."""
-        fut = self._sock_wait(fd, write, ready, *args)
+    async def _sock_wait_for(self, fd, write, ready, sock, *args):
+        """Wait for fd with ready(fut, fd, sock, *args) run on each readiness
+        until it returns True (LoopCore._sock_wait: one-shot, no syscall to
+        stop watching). A cancelled or abandoned wait stops watching at once.
+        ``sock`` is the socket fd came from: once user code closed it, the
+        wait ends with OSError(EBADF) rather than serve a file that took
+        the number since."""
+        fut = self._sock_wait(fd, write, ready, sock, *args)
         try:
             return await fut
         except BaseException:
@@ -507,13 +519,14 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             fut = None  # break the traceback cycle, as asyncio does
 
     @staticmethod
-    def _sock_try(fut, fd, op, *args):
-        """One non-blocking attempt of op(*args) finishing fut; False if
-        the socket would block."""
+    def _sock_try(fut, fd, sock, op):
+        """One non-blocking attempt of op(sock) finishing fut; False if
+        the socket would block (op calls the socket's own method, which
+        raises OSError(EBADF) once the socket is closed)."""
         if fut.done():
             return True
         try:
-            result = op(*args)
+            result = op(sock)
         except (BlockingIOError, InterruptedError):
             return False
         except (SystemExit, KeyboardInterrupt):
@@ -524,13 +537,13 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             fut.set_result(result)
         return True
 
-    async def _sock_io(self, sock, read, op, *args):
+    async def _sock_io(self, sock, read, op):
         self._check_sock(sock)
         try:
-            return op(*args)
+            return op(sock)
         except (BlockingIOError, InterruptedError):
             pass
-        return await self._sock_wait_for(sock.fileno(), not read, self._sock_try, op, *args)
+        return await self._sock_wait_for(sock.fileno(), not read, self._sock_try, sock, op)
 
     # ------------------------------------------------------ sock_* API
 
@@ -544,23 +557,23 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             pass
-        return await self._sock_wait_for(sock.fileno(), False, _sock_recv_into_ready, buf)
+        return await self._sock_wait_for(sock.fileno(), False, _sock_recv_into_ready, sock, buf)
 
     # The method is looked up on the socket at each attempt, as asyncio's
     # retry callbacks do (a socket object whose method is swapped between
     # attempts, as a test's mock, gets the new one).
 
     async def sock_recvfrom(self, sock, bufsize):
-        return await self._sock_io(sock, True, operator.methodcaller("recvfrom", bufsize), sock)
+        return await self._sock_io(sock, True, operator.methodcaller("recvfrom", bufsize))
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         if not nbytes:
             nbytes = len(buf)
         op = operator.methodcaller("recvfrom_into", buf, nbytes)
-        return await self._sock_io(sock, True, op, sock)
+        return await self._sock_io(sock, True, op)
 
     async def sock_sendto(self, sock, data, address):
-        return await self._sock_io(sock, False, operator.methodcaller("sendto", data, address), sock)
+        return await self._sock_io(sock, False, operator.methodcaller("sendto", data, address))
 
     async def sock_connect(self, sock, address):
         self._check_sock(sock)
@@ -597,7 +610,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         return True
 
     async def sock_accept(self, sock):
-        return await self._sock_io(sock, True, self._accept_nonblocking, sock)
+        return await self._sock_io(sock, True, self._accept_nonblocking)
 
     @staticmethod
     def _accept_nonblocking(sock):
@@ -628,12 +641,12 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
 
     # ----------------------------------------------------- transports
 
-    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
-        return _SocketTransport(self, sock, protocol, waiter, extra, server)
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None, borrowed=False):
+        return _SocketTransport(self, sock, protocol, waiter, extra, server, borrowed)
 
     async def _create_connection_transport(
         self, sock, protocol_factory, ssl=None, server_hostname=None, server_side=False,
-        ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
+        ssl_handshake_timeout=None, ssl_shutdown_timeout=None, borrowed=False,
     ):
         sock.setblocking(False)
         protocol = protocol_factory()
@@ -645,10 +658,10 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 handshake_timeout=ssl_handshake_timeout,
                 shutdown_timeout=ssl_shutdown_timeout,
             )
-            self._make_socket_transport(sock, tls)
+            self._make_socket_transport(sock, tls, borrowed=borrowed)
             transport = tls._app_transport
         else:
-            transport = self._make_socket_transport(sock, protocol, waiter)
+            transport = self._make_socket_transport(sock, protocol, waiter, borrowed=borrowed)
         try:
             await waiter
         except BaseException:
@@ -777,6 +790,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         server_hostname = _tls.client_server_hostname(
             ssl, host, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout
         )
+        borrowed = sock is not None
         if sock is not None:
             _check_ssl_socket(sock)
         if host is not None or port is not None:
@@ -821,7 +835,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         return await self._create_connection_transport(
             sock, protocol_factory, ssl, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout, borrowed=borrowed,
         )
 
     async def create_unix_connection(
@@ -838,6 +852,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         _tls.client_server_hostname(
             ssl, server_hostname, server_hostname, ssl_handshake_timeout, ssl_shutdown_timeout
         )
+        borrowed = sock is not None
         if path is not None:
             if sock is not None:
                 raise ValueError("path and sock can not be specified at the same time")
@@ -857,7 +872,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         return await self._create_connection_transport(
             sock, protocol_factory, ssl, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout, borrowed=borrowed,
         )
 
     async def connect_accepted_socket(
@@ -872,7 +887,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         return await self._create_connection_transport(
             sock, protocol_factory, ssl, "", server_side=True,
             ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout, borrowed=True,
         )
 
     # --------------------------------------------------------- servers
@@ -905,7 +920,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             sockets = [sock]
         for s in sockets:
             s.setblocking(False)
-        server = Server(self, sockets, protocol_factory, backlog)
+        server = Server(self, sockets, protocol_factory, backlog, borrowed=sock is not None)
         if start_serving:
             server._start_serving()
             await asyncio.sleep(0)
@@ -995,7 +1010,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 if isinstance(name, str) and name and name[0] != "\x00":
                     unix_paths.append((name, _socket_file_inode(name)))
         sock.setblocking(False)
-        server = Server(self, [sock], protocol_factory, backlog, unix_paths)
+        server = Server(self, [sock], protocol_factory, backlog, unix_paths, borrowed=path is None)
         if start_serving:
             server._start_serving()
             await asyncio.sleep(0)
@@ -1006,8 +1021,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         for `_stop_serving`) for TCP and Unix sockets, else through
         `_accept_ready` on a reader (None returned)."""
         if sock.family in _NATIVE_ACCEPT_FAMILIES:
-            return _Acceptor(self, sock, backlog, self._accept_one, protocol_factory, server)
-        self._add_reader(sock.fileno(), self._accept_ready, protocol_factory, sock, server, backlog)
+            borrowed = getattr(server, "_borrowed", False)
+            return _Acceptor(self, sock, backlog, self._accept_one, protocol_factory, server, borrowed=borrowed)
+        self._add_reader_for(sock, sock.fileno(), self._accept_ready, protocol_factory, sock, server, backlog)
         return None
 
     def _stop_serving(self, sock, acceptor=None):

@@ -3,8 +3,8 @@ stock asyncio's semantics (``base_events``/``unix_events``/``selector_events``).
 
 The native path is ``os.sendfile`` driven by writability: a `_SendfileJob`
 sends from the file straight into the socket each time the socket can take
-more, with no copy through Python. On a plain socket the job waits through
-the loop's ``_add_writer``; on one of zloop's socket transports the
+more, with no copy through Python. On a plain socket the job waits as the
+``sock_*`` calls do (``LoopCore._sock_wait``); on one of zloop's socket transports the
 transport's own reactor watcher hands it the writable events once its write
 buffer is flushed (``SocketTransportCore._sendfile_begin``, which also makes
 ``write()`` raise until ``_sendfile_end``).
@@ -92,7 +92,11 @@ def _native_source(file):
 
 class _SendfileJob:
     """One os.sendfile() transfer from ``file_fd`` at ``offset`` into
-    ``sock_fd``, finishing ``fut`` with the byte count.
+    ``sock_fd``, the fd of socket ``sock``, finishing ``fut`` with the byte
+    count. Each call first checks that ``sock`` still stands for
+    ``sock_fd``: once user code closed it, the call fails with EBADF, as
+    it would on the closed number, and never sends into a file that took
+    the number since.
 
     ``step()`` runs on each writable event (and once up front). Outcomes as
     asyncio's ``_sock_sendfile_native_impl``: an OSError before any byte went
@@ -103,10 +107,11 @@ class _SendfileJob:
     cancelling leaves it alone, as asyncio does.
     """
 
-    __slots__ = ("_fut", "_sock_fd", "_file_fd", "_start", "_offset", "_count", "_waited")
+    __slots__ = ("_fut", "_sock", "_sock_fd", "_file_fd", "_start", "_offset", "_count", "_waited")
 
-    def __init__(self, fut, sock_fd, file_fd, offset, count):
+    def __init__(self, fut, sock, sock_fd, file_fd, offset, count):
         self._fut = fut
+        self._sock = sock
         self._sock_fd = sock_fd
         self._file_fd = file_fd
         self._start = offset
@@ -124,6 +129,18 @@ class _SendfileJob:
         self._waited = True
         self.step()
 
+    @staticmethod
+    def ready(wait, fd, sock, job):
+        """``LoopCore._sock_wait``'s callback for ``sock_sendfile``: a step
+        per writable event; True (the wait is over) once the job is done."""
+        if wait.done():
+            return True
+        job.on_writable()
+        if not job._fut.done():
+            return False
+        wait.set_result(None)
+        return True
+
     def step(self):
         if self._fut.done():
             return
@@ -135,6 +152,9 @@ class _SendfileJob:
                 if want <= 0:
                     return self._finish(None)
             try:
+                sock = self._sock
+                if sock is None or sock.fileno() != self._sock_fd:
+                    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
                 n = _sendfile_call(self._sock_fd, self._file_fd, self._offset, want)
             except (BlockingIOError, InterruptedError):
                 return
@@ -174,7 +194,8 @@ class _SendfileJob:
 
 class SendfileMixin:
     """``sock_sendfile`` and ``sendfile``; mixed into ``zloop.Loop`` (through
-    ``_net.NetMixin``), which provides ``_check_sock`` and ``sock_sendall``."""
+    ``_net.NetMixin``), which provides ``_check_sock``, ``_sock_wait_for`` and
+    ``sock_sendall``."""
 
     _check_sendfile_params = staticmethod(_check_sendfile_params)
 
@@ -197,18 +218,19 @@ class SendfileMixin:
             return 0  # an empty file (asyncio sends nothing either)
         fut = self.create_future()
         fd = sock.fileno()
-        job = _SendfileJob(fut, fd, fileno, offset, count)
+        job = _SendfileJob(fut, sock, fd, fileno, offset, count)
         job.step()
-        if fut.done():
-            return fut.result()
-        handle = self._add_writer(fd, job.on_writable)
-        try:
-            return await fut
-        finally:
-            # Done, failed or cancelled, the writer goes; unless another
-            # call has since put its own on this fd (that cancelled ours).
-            if not self.is_closed() and not handle.cancelled():
-                self._remove_writer(fd)
+        if not fut.done():
+            # A sock_* wait (one-shot, stops watching when done or
+            # cancelled); it ends with OSError(EBADF) if user code closed
+            # sock and another file took its number meanwhile.
+            try:
+                await self._sock_wait_for(fd, True, _SendfileJob.ready, sock, job)
+            except OSError as exc:
+                if fut.done():
+                    raise
+                job._finish(job._classify(exc))
+        return fut.result()
 
     async def _sock_sendfile_fallback(self, sock, file, offset, count):
         _seek_to_offset(file, offset)
@@ -277,7 +299,7 @@ class SendfileMixin:
         if not (count or size):
             return 0
         fut = self.create_future()
-        job = _SendfileJob(fut, transp._sock_fd, fileno, offset, count)
+        job = _SendfileJob(fut, transp._sock, transp._sock_fd, fileno, offset, count)
         resume_reading = transp.is_reading()
         transp.pause_reading()
         transp._sendfile_begin(job.on_writable)

@@ -53,7 +53,10 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
         if getattr(self, "_sock", None) is not None:
             self._warn_unclosed()
 
-    def __init__(self, loop, sock, protocol, address=None, waiter=None, extra=None):
+    def __init__(self, loop, sock, protocol, address=None, waiter=None, extra=None, borrowed=False):
+        # `borrowed`: sock is the caller's (create_datagram_endpoint(sock=)),
+        # who may close it while the transport still uses it; the native
+        # side then asks it for its fd before each system call.
         super().__init__(extra)
         self._extra["socket"] = trsock.TransportSocket(sock)
         try:
@@ -80,6 +83,7 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
             sock.family,
             _SEND_EMPTY,
             _HEADER_SIZE,
+            sock if borrowed else None,
         )
         loop.call_soon(connection_made, self)
         # Only once connection_made ran may datagrams arrive.
@@ -154,8 +158,8 @@ def _set_reuseport(sock):
 class DatagramMixin:
     """The loop's datagram API; mixed into ``zloop.Loop``."""
 
-    def _make_datagram_transport(self, sock, protocol, address=None, waiter=None, extra=None):
-        return _DatagramTransport(self, sock, protocol, address, waiter, extra)
+    def _make_datagram_transport(self, sock, protocol, address=None, waiter=None, extra=None, borrowed=False):
+        return _DatagramTransport(self, sock, protocol, address, waiter, extra, borrowed)
 
     async def _resolve_dgram(self, addr, family, proto, flags):
         if not (isinstance(addr, tuple) and len(addr) == 2):
@@ -234,6 +238,7 @@ class DatagramMixin:
         sock=None,
     ):
         """Create a datagram endpoint: (transport, protocol)."""
+        borrowed = sock is not None
         if sock is not None:
             if sock.type != socket.SOCK_DGRAM:
                 raise ValueError(f"{_SOCK_KIND} was expected, got {sock!r}")
@@ -262,7 +267,7 @@ class DatagramMixin:
         try:
             protocol = protocol_factory()
             waiter = self.create_future()
-            transport = self._make_datagram_transport(sock, protocol, r_addr, waiter)
+            transport = self._make_datagram_transport(sock, protocol, r_addr, waiter, borrowed=borrowed)
         except BaseException:
             sock.close()
             raise

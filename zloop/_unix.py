@@ -37,6 +37,46 @@ _LOG_THRESHOLD_CONN_LOST = 5
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 
 
+def _stands_for(pipe, fd):
+    """Whether the pipe object a transport was given still stands for
+    ``fd``. User code may close (or detach) it while the transport still
+    uses the number, which the next file opened anywhere in the process
+    then gets: the transport must not read or write that file."""
+    try:
+        return pipe is not None and pipe.fileno() == fd
+    except (OSError, ValueError):  # closed or detached file objects raise
+        return False
+
+
+def _ebadf():
+    """What os.read/os.write raise on a closed fd."""
+    return OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+
+class _PipeWatch:
+    """The reader and writer handles a pipe transport put on its fd. Each
+    is removed only while it is still the fd's: a handle another watcher
+    replaced (after user code closed the pipe and a new file took its
+    number) is not ours to remove. Both are set up with `_add_reader_for`
+    (`_add_writer_for`), which names the pipe object the fd came from: once
+    user code closed it, a newcomer on the number takes the fd, and the
+    handle's callback runs once more to find the pipe gone."""
+
+    __slots__ = ()
+    _reader = None
+    _writer = None
+
+    def _unwatch_reader(self):
+        handle, self._reader = self._reader, None
+        if handle is not None and not handle.cancelled() and not self._loop.is_closed():
+            self._loop._remove_reader(self._fileno)
+
+    def _unwatch_writer(self):
+        handle, self._writer = self._writer, None
+        if handle is not None and not handle.cancelled() and not self._loop.is_closed():
+            self._loop._remove_writer(self._fileno)
+
+
 def _exit_code(status):
     """A wait status as a returncode (negative for a signal)."""
     try:
@@ -45,8 +85,14 @@ def _exit_code(status):
         return status  # not an exit nor a signal: hand on the raw status
 
 
-class _ReadPipeTransport(transports.ReadTransport):
-    """Reads a pipe, FIFO, socket or character device into a Protocol."""
+class _ReadPipeTransport(_PipeWatch, transports.ReadTransport):
+    """Reads a pipe, FIFO, socket or character device into a Protocol.
+
+    The pipe object stays the caller's: before each read, and before its
+    fd is watched again, the transport checks that the object still stands
+    for the fd (`_stands_for`); once user code closed it, that read fails
+    with EBADF (a fatal read error: connection_lost(OSError(EBADF))), where
+    asyncio, which keeps the number, reads whatever file took it since."""
 
     max_size = _MAX_READ
 
@@ -84,10 +130,18 @@ class _ReadPipeTransport(transports.ReadTransport):
 
     def _start_reading(self):
         if not self._closing and not self._paused and self._pipe is not None:
-            self._loop._add_reader(self._fileno, self._read_ready)
+            self._watch()
+
+    def _watch(self):
+        if not _stands_for(self._pipe, self._fileno):
+            self._fatal_error(_ebadf(), "Fatal read error on pipe transport")
+            return
+        self._reader = self._loop._add_reader_for(self._pipe, self._fileno, self._read_ready)
 
     def _read_ready(self):
         try:
+            if not _stands_for(self._pipe, self._fileno):
+                raise _ebadf()
             data = os.read(self._fileno, self.max_size)
         except (BlockingIOError, InterruptedError):
             return
@@ -101,7 +155,7 @@ class _ReadPipeTransport(transports.ReadTransport):
         if self._loop.get_debug():
             logger.info("%r was closed by peer", self)
         self._closing = True
-        self._loop._remove_reader(self._fileno)
+        self._unwatch_reader()
         self._loop.call_soon(self._protocol.eof_received)
         self._loop.call_soon(self._call_connection_lost, None)
 
@@ -109,13 +163,13 @@ class _ReadPipeTransport(transports.ReadTransport):
         if self._closing or self._paused:
             return
         self._paused = True
-        self._loop._remove_reader(self._fileno)
+        self._unwatch_reader()
 
     def resume_reading(self):
         if self._closing or not self._paused:
             return
         self._paused = False
-        self._loop._add_reader(self._fileno, self._read_ready)
+        self._watch()
 
     def is_reading(self):
         return not self._paused and not self._closing
@@ -146,8 +200,7 @@ class _ReadPipeTransport(transports.ReadTransport):
 
     def _close(self, exc):
         self._closing = True
-        if not self._loop.is_closed():
-            self._loop._remove_reader(self._fileno)
+        self._unwatch_reader()
         self._loop.call_soon(self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
@@ -160,9 +213,14 @@ class _ReadPipeTransport(transports.ReadTransport):
             self._loop = None
 
 
-class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTransport):
+class _WritePipeTransport(_PipeWatch, transports._FlowControlMixin, transports.WriteTransport):
     """Writes to a pipe, FIFO, socket or character device, buffering what
-    the pipe does not take, with write flow control."""
+    the pipe does not take, with write flow control.
+
+    As the read side, each write checks first that the pipe object still
+    stands for the fd: once user code closed it, the write fails with
+    EBADF (connection_lost(OSError(EBADF))); asyncio's writes go to
+    whatever file took the number since."""
 
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         super().__init__(extra, loop)
@@ -200,10 +258,15 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
             self._pipe.close()
 
     def _watch_peer(self):
-        if self._pipe is not None and not self._closing:
-            self._loop._add_reader(self._fileno, self._peer_closed)
+        if self._pipe is not None and not self._closing and _stands_for(self._pipe, self._fileno):
+            self._reader = self._loop._add_reader_for(self._pipe, self._fileno, self._peer_closed)
 
     def _peer_closed(self):
+        if not _stands_for(self._pipe, self._fileno):
+            # Woken for a file that took the number since: not our peer.
+            self._conn_lost += 1
+            self._fatal_error(_ebadf(), "Fatal error on pipe transport")
+            return
         self._close(BrokenPipeError() if self._buffer else None)
 
     def get_write_buffer_size(self):
@@ -223,6 +286,8 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
             return
         if not self._buffer:
             try:
+                if not _stands_for(self._pipe, self._fileno):
+                    raise _ebadf()
                 n = os.write(self._fileno, data)
             except (BlockingIOError, InterruptedError):
                 n = 0
@@ -235,12 +300,14 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
             if n == len(data):
                 return
             data = memoryview(data)[n:]
-            self._loop._add_writer(self._fileno, self._write_ready)
+            self._writer = self._loop._add_writer_for(self._pipe, self._fileno, self._write_ready)
         self._buffer += data
         self._maybe_pause_protocol()
 
     def _write_ready(self):
         try:
+            if not _stands_for(self._pipe, self._fileno):
+                raise _ebadf()
             n = os.write(self._fileno, self._buffer)
         except (BlockingIOError, InterruptedError):
             return
@@ -249,17 +316,17 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
         except BaseException as exc:
             self._buffer.clear()
             self._conn_lost += 1
-            self._loop._remove_writer(self._fileno)
+            self._unwatch_writer()
             self._fatal_error(exc, "Fatal write error on pipe transport")
             return
         if n < len(self._buffer):
             del self._buffer[:n]
             return
         self._buffer.clear()
-        self._loop._remove_writer(self._fileno)
+        self._unwatch_writer()
         self._maybe_resume_protocol()  # may write more
         if self._closing and not self._buffer:
-            self._loop._remove_reader(self._fileno)
+            self._unwatch_reader()
             self._call_connection_lost(None)
 
     def can_write_eof(self):
@@ -270,7 +337,7 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
             return
         self._closing = True
         if not self._buffer:
-            self._loop._remove_reader(self._fileno)
+            self._unwatch_reader()
             self._loop.call_soon(self._call_connection_lost, None)
 
     def set_protocol(self, protocol):
@@ -302,10 +369,8 @@ class _WritePipeTransport(transports._FlowControlMixin, transports.WriteTranspor
 
     def _close(self, exc=None):
         self._closing = True
-        if not self._loop.is_closed():
-            if self._buffer:
-                self._loop._remove_writer(self._fileno)
-            self._loop._remove_reader(self._fileno)
+        self._unwatch_writer()
+        self._unwatch_reader()
         self._buffer.clear()
         self._loop.call_soon(self._call_connection_lost, exc)
 
@@ -596,8 +661,8 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         for proto in self._pipes.values():
             pipe = None if proto is None else proto.pipe._pipe
             if pipe is not None:
-                loop._remove_reader(proto.pipe._fileno)
-                loop._remove_writer(proto.pipe._fileno)
+                proto.pipe._unwatch_reader()
+                proto.pipe._unwatch_writer()
                 pipe.close()
                 proto.pipe._pipe = None
         for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr) if self._proc else ():

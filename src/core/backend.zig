@@ -1,14 +1,18 @@
 //! Backend selection, done once per reactor.
 //!
 //! macOS and the BSDs have one backend, kqueue, chosen at compile time. On
-//! Linux `Backend` is a tagged union of epoll and io_uring, chosen when the
-//! reactor starts from the `ZLOOP_BACKEND` environment variable:
-//!   unset or ""  epoll (the default, `name`)
+//! Linux `Backend` holds one of several, chosen when the reactor starts
+//! from the `ZLOOP_BACKEND` environment variable:
+//!   unset or ""  the first of `Kind` (the default, `name`): epoll
 //!   "epoll"      epoll
-//!   "io_uring"   io_uring; if the kernel cannot set up a ring (too old,
-//!                io_uring_disabled, a seccomp filter) the reactor quietly
-//!                falls back to epoll: the loop still works, and
-//!                `Backend.activeName` tells which backend runs it.
+//!   "io_uring"   io_uring (default builds); if the kernel cannot set up a
+//!                ring (too old, io_uring_disabled, a seccomp filter) the
+//!                reactor quietly falls back to epoll: the loop still
+//!                works, and `activeName` tells which backend runs it.
+//!   "kqueue"     kqueue over the test-only emulation (`-Dportable=true`
+//!                builds, which offer epoll and kqueue and no io_uring:
+//!                nothing of io_uring runs on macOS or the BSDs, and a
+//!                portable build exists to run what they run).
 //!   other        `error.UnknownBackend`: a misspelt name fails loudly
 //!                rather than silently measuring the wrong backend.
 const std = @import("std");
@@ -16,7 +20,7 @@ const builtin = @import("builtin");
 const sys = @import("sys.zig");
 pub const api = @import("backend/api.zig");
 
-pub const is_linux = builtin.os.tag == .linux;
+pub const is_linux = sys.is_linux;
 const epoll = @import("backend/epoll.zig");
 const io_uring = @import("backend/io_uring.zig");
 const kqueue = @import("backend/kqueue.zig");
@@ -28,11 +32,36 @@ comptime {
     }
 }
 
-/// The backends this platform offers; the first is the default.
-pub const Kind = if (is_linux) enum { epoll, io_uring } else enum { kqueue };
+/// The backends this build offers; the first is the default.
+pub const Kind = if (!is_linux)
+    enum { kqueue }
+else if (sys.portable)
+    enum { epoll, kqueue }
+else
+    enum { epoll, io_uring };
+
+/// The backend type of `kind`.
+fn Of(comptime kind: Kind) type {
+    return switch (kind) {
+        inline else => |k| @field(@This(), @tagName(k)).Backend,
+    };
+}
 
 /// The default backend's name (what `zloop.BACKEND` reports).
 pub const name = @tagName(@as(Kind, @enumFromInt(0)));
+
+/// This build's backends by name, the default first.
+pub const names = std.meta.fieldNames(Kind);
+
+/// The backends as a message lists them: "'epoll' or 'io_uring'".
+pub const choices: []const u8 = list: {
+    var text: []const u8 = "";
+    for (names, 0..) |n, i| {
+        const sep = if (i == 0) "" else if (i + 1 == names.len) " or " else ", ";
+        text = text ++ sep ++ "'" ++ n ++ "'";
+    }
+    break :list text;
+};
 
 pub const InitError = sys.Error || error{UnknownBackend};
 
@@ -53,90 +82,183 @@ pub fn kindFromEnv() error{UnknownBackend}!Kind {
     const raw = std.c.getenv(env_var) orelse return @enumFromInt(0);
     return parseKind(std.mem.span(raw)) orelse {
         // The adapter raises OSError(EINVAL) from the last errno.
-        sys.last_errno = @intFromEnum(std.os.linux.E.INVAL);
+        sys.last_errno = @intFromEnum(sys.E.INVAL);
         return error.UnknownBackend;
     };
 }
 
-pub const Backend = if (is_linux) Linux else kqueue.Backend;
+pub const Backend = if (is_linux) Multi else kqueue.Backend;
 
-/// Epoll or io_uring, dispatching the backend API to the chosen one.
-pub const Linux = union(Kind) {
-    epoll: epoll.Backend,
-    io_uring: io_uring.Backend,
+/// Whether a duty (`api`'s `wakes_itself`, `watches_children`) is the
+/// backend's for every backend of this build, for none, or depends on the
+/// one chosen at start-up.
+pub const Duty = enum { never, always, per_instance };
+
+fn duty(comptime decl: []const u8) Duty {
+    var any = false;
+    var all = true;
+    for (std.meta.tags(Kind)) |kind| {
+        const own: bool = @field(Of(kind), decl);
+        any = any or own;
+        all = all and own;
+    }
+    return if (all) .always else if (any) .per_instance else .never;
+}
+
+/// Who wakes a blocked wait: the backend itself, or an fd it watches.
+pub const wake_duty = duty("wakes_itself");
+/// Who watches child exits: the backend itself, or a pidfd it watches.
+pub const child_duty = duty("watches_children");
+
+const Chosen = @Union(.auto, Kind, std.meta.fieldNames(Kind), &types: {
+    var list: [std.meta.tags(Kind).len]type = undefined;
+    for (std.meta.tags(Kind), &list) |kind, *t| t.* = Of(kind);
+    break :types list;
+}, &@splat(.{}));
+
+/// One of this build's Linux backends, dispatching the backend API to the
+/// one chosen at start-up.
+pub const Multi = struct {
+    chosen: Chosen,
 
     /// The backend named by `ZLOOP_BACKEND`.
-    pub fn init() InitError!Linux {
-        return Linux.initKind(try kindFromEnv());
+    pub fn init() InitError!Multi {
+        return Multi.initKind(try kindFromEnv());
     }
 
     /// Starts `kind`; an io_uring the kernel refuses falls back to epoll.
-    pub fn initKind(kind: Kind) sys.Error!Linux {
-        return switch (kind) {
-            .epoll => .{ .epoll = try epoll.Backend.init() },
-            .io_uring => if (io_uring.Backend.init()) |b|
-                .{ .io_uring = b }
-            else |err| switch (err) {
-                error.Unsupported => .{ .epoll = try epoll.Backend.init() },
-                else => |e| e,
+    pub fn initKind(kind: Kind) sys.Error!Multi {
+        switch (kind) {
+            inline else => |k| {
+                const started = Of(k).init() catch |err| return fallBack(k, err);
+                return .{ .chosen = @unionInit(Chosen, @tagName(k), started) };
             },
-        };
+        }
     }
 
-    pub fn deinit(b: *Linux) void {
-        switch (b.*) {
+    fn fallBack(comptime kind: Kind, err: anytype) sys.Error!Multi {
+        if (comptime std.mem.eql(u8, @tagName(kind), "io_uring")) {
+            if (err == error.Unsupported) {
+                return .{ .chosen = .{ .epoll = try epoll.Backend.init() } };
+            }
+        }
+        return @errorCast(err);
+    }
+
+    pub fn deinit(b: *Multi) void {
+        switch (b.chosen) {
             inline else => |*x| x.deinit(),
         }
     }
 
-    /// Both Linux backends disarm a one-shot registration after its event.
-    pub const has_oneshot = epoll.Backend.has_oneshot and io_uring.Backend.has_oneshot;
+    /// Every backend offered disarms a one-shot registration after its
+    /// event.
+    pub const has_oneshot = all: {
+        for (std.meta.tags(Kind)) |kind| if (!Of(kind).has_oneshot) break :all false;
+        break :all true;
+    };
+    pub const wakes_itself = wake_duty == .always;
+    pub const watches_children = child_duty == .always;
 
-    pub fn setInterest(b: *Linux, fd: sys.fd_t, old: api.Interest, new: api.Interest, how: api.Arm) sys.Error!void {
-        switch (b.*) {
+    pub fn setInterest(
+        b: *Multi,
+        fd: sys.fd_t,
+        old: api.Interest,
+        new: api.Interest,
+        how: api.Arm,
+    ) sys.Error!void {
+        switch (b.chosen) {
             inline else => |*x| return x.setInterest(fd, old, new, how),
         }
     }
 
-    pub fn poll(b: *Linux, timeout_ms: i32, out: []api.Event) sys.Error!usize {
-        switch (b.*) {
+    pub fn poll(b: *Multi, timeout_ms: i32, out: []api.Event) sys.Error!usize {
+        switch (b.chosen) {
             inline else => |*x| return x.poll(timeout_ms, out),
         }
     }
 
     /// The name of the backend actually running.
-    pub fn activeName(b: *const Linux) []const u8 {
-        return @tagName(b.*);
+    pub fn activeName(b: *const Multi) []const u8 {
+        return @tagName(b.chosen);
     }
 
     /// Whether `api.Arm.recv` is served by native receives (io_uring).
-    pub fn nativeRecv(b: *const Linux) bool {
-        return switch (b.*) {
-            .epoll => false,
-            .io_uring => |*x| x.nativeRecv(),
-        };
+    pub fn nativeRecv(b: *const Multi) bool {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (!@hasDecl(@TypeOf(x.*), "nativeRecv")) return false;
+                return x.nativeRecv();
+            },
+        }
     }
 
     /// Provides receive buffer `id` (see io_uring's `provideRecvBuffer`);
-    /// nothing on epoll, which never hands one out.
-    pub fn provideRecvBuffer(b: *Linux, id: u16, buf: []u8) void {
-        switch (b.*) {
-            .epoll => {},
-            .io_uring => |*x| x.provideRecvBuffer(id, buf),
+    /// nothing on a backend that never hands one out.
+    pub fn provideRecvBuffer(b: *Multi, id: u16, buf: []u8) void {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (@hasDecl(@TypeOf(x.*), "provideRecvBuffer")) x.provideRecvBuffer(id, buf);
+            },
         }
     }
 
     /// Gives back, unread, the buffer of a `recv` event.
-    pub fn recycleRecvBuffer(b: *Linux, id: u16) void {
-        switch (b.*) {
-            .epoll => {},
-            .io_uring => |*x| x.recycleRecvBuffer(id),
+    pub fn recycleRecvBuffer(b: *Multi, id: u16) void {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (@hasDecl(@TypeOf(x.*), "recycleRecvBuffer")) x.recycleRecvBuffer(id);
+            },
+        }
+    }
+
+    /// Whether the running backend wakes itself (see `api`).
+    pub fn wakesItself(b: *const Multi) bool {
+        switch (b.chosen) {
+            inline else => |*x| return @TypeOf(x.*).wakes_itself,
+        }
+    }
+
+    /// Wakes a blocked `poll` from any thread; only where `wakesItself`.
+    pub fn wake(b: *Multi) void {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (comptime @TypeOf(x.*).wakes_itself) x.wake() else unreachable;
+            },
+        }
+    }
+
+    /// Whether the running backend watches child exits itself (see `api`).
+    pub fn watchesChildren(b: *const Multi) bool {
+        switch (b.chosen) {
+            inline else => |*x| return @TypeOf(x.*).watches_children,
+        }
+    }
+
+    /// Watches `exit.pid`'s exit; only where `watchesChildren`.
+    pub fn watchChild(b: *Multi, exit: *api.ChildExit) sys.Error!void {
+        switch (b.chosen) {
+            inline else => |*x| {
+                return if (comptime @TypeOf(x.*).watches_children) x.watchChild(exit) else unreachable;
+            },
+        }
+    }
+
+    /// Stops watching `exit`; only where `watchesChildren`.
+    pub fn unwatchChild(b: *Multi, exit: *api.ChildExit) void {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (comptime @TypeOf(x.*).watches_children) x.unwatchChild(exit) else unreachable;
+            },
         }
     }
 };
 
 /// How many receive buffers a caller may provide (ids below this).
-pub const recv_buffers_max: u16 = if (is_linux) io_uring.Backend.recv_buffers_max else 0;
+pub const recv_buffers_max: u16 = if (@hasField(Kind, "io_uring"))
+    io_uring.Backend.recv_buffers_max
+else
+    0;
 
 /// Whether `b` serves `api.Arm.recv` with native receives.
 pub fn nativeRecv(b: *const Backend) bool {
@@ -146,13 +268,13 @@ pub fn nativeRecv(b: *const Backend) bool {
 
 /// Starts the backend of `kind` (on Linux, with io_uring's fallback).
 pub fn initKind(kind: Kind) sys.Error!Backend {
-    if (is_linux) return Linux.initKind(kind);
+    if (is_linux) return Multi.initKind(kind);
     return kqueue.Backend.init();
 }
 
 /// Starts the backend `ZLOOP_BACKEND` names (the only one off Linux).
 pub fn initFromEnv() InitError!Backend {
-    if (is_linux) return Linux.init();
+    if (is_linux) return Multi.init();
     return kqueue.Backend.init();
 }
 
@@ -162,27 +284,45 @@ pub fn activeName(b: *const Backend) []const u8 {
     return kqueue.name;
 }
 
+/// Whether `b` wakes itself rather than through a watched fd.
+pub inline fn wakesItself(b: *const Backend) bool {
+    return switch (wake_duty) {
+        .never => false,
+        .always => true,
+        .per_instance => b.wakesItself(),
+    };
+}
+
+/// Whether `b` watches child exits itself rather than through pidfds.
+pub inline fn watchesChildren(b: *const Backend) bool {
+    return switch (child_duty) {
+        .never => false,
+        .always => true,
+        .per_instance => b.watchesChildren(),
+    };
+}
+
 comptime {
     api.check(Backend);
-    if (is_linux) {
-        api.check(epoll.Backend);
-        api.check(io_uring.Backend);
-    }
+    for (std.meta.tags(Kind)) |kind| api.check(Of(kind));
 }
 
 test "backend names parse; unknown ones are refused" {
     try std.testing.expectEqual(@as(?Kind, @enumFromInt(0)), parseKind(""));
     if (is_linux) {
-        try std.testing.expectEqual(@as(?Kind, .io_uring), parseKind("io_uring"));
         try std.testing.expectEqual(@as(?Kind, .epoll), parseKind("epoll"));
         try std.testing.expectEqualStrings("epoll", name);
     }
+    if (@hasField(Kind, "io_uring")) try std.testing.expectEqual(@as(?Kind, .io_uring), parseKind("io_uring"));
+    if (@hasField(Kind, "kqueue")) try std.testing.expectEqual(@as(?Kind, .kqueue), parseKind("kqueue"));
     try std.testing.expectEqual(@as(?Kind, null), parseKind("uring"));
+    if (!is_linux) try std.testing.expectEqualStrings("'kqueue'", choices);
+    if (@hasField(Kind, "io_uring")) try std.testing.expectEqualStrings("'epoll' or 'io_uring'", choices);
+    if (is_linux and sys.portable) try std.testing.expectEqualStrings("'epoll' or 'kqueue'", choices);
 }
 
-test "each Linux backend starts and reports its name" {
-    if (!is_linux) return error.SkipZigTest;
-    inline for (.{ Kind.epoll, Kind.io_uring }) |kind| {
+test "each backend starts and reports its name" {
+    inline for (comptime std.meta.tags(Kind)) |kind| {
         var b = try initKind(kind);
         defer b.deinit();
         // io_uring may fall back to epoll on a kernel without it.
@@ -192,8 +332,5 @@ test "each Linux backend starts and reports its name" {
 }
 
 test {
-    if (is_linux) {
-        _ = epoll;
-        _ = io_uring;
-    }
+    inline for (comptime std.meta.tags(Kind)) |kind| _ = @field(@This(), @tagName(kind));
 }

@@ -8,6 +8,7 @@ const backend = @import("backend.zig");
 const RingQueue = @import("queue.zig").RingQueue;
 const timer_heap = @import("timer_heap.zig");
 
+const api = backend.api;
 pub const Interest = backend.api.Interest;
 pub const Event = backend.api.Event;
 pub const Recv = backend.api.Recv;
@@ -68,6 +69,26 @@ pub const IoWatcher = struct {
     borrowed: bool = false,
 };
 
+/// A watch for one child process's exit (`Reactor.watchChild`). The caller
+/// owns it and keeps it alive, in place, until `on_exit` has been called or
+/// `unwatchChild` has returned (a kqueue filter points at it).
+pub const ChildWatcher = struct {
+    /// Called once, from the loop, when the child has exited, with its
+    /// wait status (as waitpid(2) gives it) where the platform tells it
+    /// without reaping (kqueue's NOTE_EXIT; waitid(WNOWAIT) on Linux), or
+    /// null (not a child of this process, or reaped already by someone
+    /// else). The child is NOT reaped: the caller reaps it (waitpid), as
+    /// asyncio's child watchers do. The watch is over when this runs.
+    on_exit: *const fn (*ChildWatcher, status: ?u32) RunError!void,
+    /// What a backend that watches children itself sees (`api.ChildExit`).
+    exit: api.ChildExit = .{ .pid = 0, .serial = 0 },
+    /// Elsewhere (Linux): the child's pidfd, watched as any fd.
+    io: IoWatcher = .{ .fd = -1, .on_ready = childReady },
+    reactor: ?*Reactor = null,
+    /// Between `watchChild` and the exit's report (or `unwatchChild`).
+    active: bool = false,
+};
+
 /// Adapter hooks around the blocking wait (the CPython adapter releases and
 /// re-takes the GIL here) and on an interrupted wait (signal check).
 pub const Hooks = struct {
@@ -84,6 +105,9 @@ pub const Reactor = struct {
     timers: timer_heap.TimerHeap = .{},
     watchers: std.ArrayList(?*IoWatcher) = .empty,
     events: [256]Event = undefined,
+    /// Where the backend wakes itself (`backend.wakesItself`), no fds:
+    /// `read_fd` is `api.wake_fd`, the fd of the backend's wake-up events,
+    /// and `write_fd` -1.
     waker: sys.Waker,
     wake_pending: std.atomic.Value(bool) = .init(false),
     stopping: bool = false,
@@ -98,6 +122,10 @@ pub const Reactor = struct {
     /// The last pass blocked in its wait and woke on events: the next
     /// pass runs what they queued without polling first (see `runOnce`).
     woke_on_events: bool = false,
+    /// The active child watches (see `watchChild`).
+    children: std.ArrayList(*ChildWatcher) = .empty,
+    /// The serial the next child watch gets (`api.ChildExit.serial`).
+    next_child_serial: u32 = 0,
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
     pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
@@ -112,6 +140,10 @@ pub const Reactor = struct {
     fn withBackend(gpa: std.mem.Allocator, started: backend.Backend) Error!Reactor {
         var b = started;
         errdefer b.deinit();
+        if (backend.wakesItself(&b)) {
+            const waker: sys.Waker = .{ .read_fd = api.wake_fd, .write_fd = -1 };
+            return .{ .gpa = gpa, .backend = b, .waker = waker };
+        }
         var waker = try sys.Waker.init();
         errdefer waker.deinit();
         try b.setInterest(waker.read_fd, .{}, .{ .read = true }, .{});
@@ -120,13 +152,25 @@ pub const Reactor = struct {
 
     /// Frees the reactor's own memory. The adapter must have drained the
     /// ready queue, the timers and its watchers first (it owns them).
+    /// Child watches still active are dropped unreported.
     pub fn deinit(r: *Reactor) void {
         std.debug.assert(r.flushes == null);
+        while (r.children.items.len > 0) r.unwatchChild(r.children.items[r.children.items.len - 1]);
+        r.children.deinit(r.gpa);
         r.ready.deinit(r.gpa);
         r.timers.deinit(r.gpa);
         r.watchers.deinit(r.gpa);
-        r.waker.deinit();
+        if (!r.wakesItself()) r.waker.deinit();
         r.backend.deinit();
+    }
+
+    /// The backend wakes itself (kqueue's EVFILT_USER): no waker fds.
+    inline fn wakesItself(r: *const Reactor) bool {
+        return switch (backend.wake_duty) {
+            .never => false,
+            .always => true,
+            .per_instance => r.waker.write_fd < 0,
+        };
     }
 
     /// The name of the backend this reactor runs on ("epoll", "io_uring",
@@ -174,12 +218,12 @@ pub const Reactor = struct {
         return r.ready.pop();
     }
 
-    /// Wakes a blocked `runOnce` from any thread. Writes the eventfd at most
-    /// once until the loop has drained it, so a burst of threadsafe calls
-    /// costs one syscall.
+    /// Wakes a blocked `runOnce` from any thread. Writes the eventfd (the
+    /// pipe; triggers the backend's own wake-up) at most once until the
+    /// loop has seen it, so a burst of threadsafe calls costs one syscall.
     pub fn wake(r: *Reactor) void {
         if (r.wake_pending.swap(true, .acq_rel)) return;
-        r.waker.wake();
+        if (r.wakesItself()) r.backend.wake() else r.waker.wake();
     }
 
     pub fn addTimer(r: *Reactor, t: *Timer) error{OutOfMemory}!void {
@@ -235,6 +279,20 @@ pub const Reactor = struct {
         r.watchers.items[@intCast(w.fd)] = null;
     }
 
+    /// The file `w` was registered for is gone from its fd number (closed
+    /// behind the loop's back; the number may stand for another file now):
+    /// forgets its registration with no system call, so that the next arm
+    /// registers whatever file holds the number afresh, and a removal
+    /// touches nothing. Only for borrowed watchers, whose backends (epoll,
+    /// io_uring's epoll instance) forgot a closed file by themselves.
+    pub fn forgetFile(r: *Reactor, w: *IoWatcher) void {
+        std.debug.assert(w.borrowed and r.watcherFor(w.fd) == w);
+        w.interest = .{};
+        w.registered = false;
+        w.oneshot = false;
+        w.recv_applied = false;
+    }
+
     /// Level-triggered interest: reported on every pass while ready.
     pub fn setInterest(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
         return r.arm(w, interest, false);
@@ -242,12 +300,12 @@ pub const Reactor = struct {
 
     /// One-shot interest: reported once, after which the kernel disarms the
     /// entry by itself and the reactor sets `w.interest` to none before
-    /// `on_ready` runs. Arming it again costs one modification (epoll) or
-    /// nothing until the next wait (io_uring), and a wait that finished
-    /// needs no syscall to stop listening: what a `sock_recv` loop pays per
-    /// wait, where add-then-remove costs two. A disarmed entry left behind
-    /// reports nothing, whatever becomes of its fd. Level-triggered where
-    /// the backend has no one-shot mode.
+    /// `on_ready` runs. Arming it again costs one modification (epoll,
+    /// kqueue's EV_ENABLE) or nothing until the next wait (io_uring), and
+    /// a wait that finished needs no syscall to stop listening: what a
+    /// `sock_recv` loop pays per wait, where add-then-remove costs two. A
+    /// disarmed entry left behind reports nothing, whatever becomes of its
+    /// fd. Level-triggered where the backend has no one-shot mode.
     pub fn armOnce(r: *Reactor, w: *IoWatcher, interest: Interest) sys.Error!void {
         return r.arm(w, interest, backend.Backend.has_oneshot);
     }
@@ -296,7 +354,7 @@ pub const Reactor = struct {
     }
 
     fn drainWake(r: *Reactor) void {
-        r.waker.drain();
+        if (!r.wakesItself()) r.waker.drain();
         r.wake_pending.store(false, .release);
     }
 
@@ -324,6 +382,9 @@ pub const Reactor = struct {
                 continue;
             }
             const w = r.watcherFor(ev.fd) orelse {
+                if (backend.child_duty != .never) {
+                    if (api.childSerial(ev.fd)) |serial| try r.childExited(serial);
+                }
                 // Removed by an earlier event's handler: nobody reads it.
                 if (ev.recv) |rv| if (rv.res > 0) r.recycleRecvBuffer(rv.buffer);
                 continue;
@@ -380,6 +441,70 @@ pub const Reactor = struct {
         while (r.popFlush()) |f| f.cb.drop(&f.cb);
     }
 
+    /// Watches child `pid` until it exits, then calls `w.on_exit` once from
+    /// the loop (see `ChildWatcher`). The backend watches it where it can
+    /// (kqueue: EVFILT_PROC, NOTE_EXIT); elsewhere (Linux) a pidfd is
+    /// watched as any fd. Fails with `error.Unexpected` and `last_errno`
+    /// ESRCH when there is no such process (reaped already; on macOS also
+    /// a child that exited and awaits reaping: reap it then).
+    pub fn watchChild(r: *Reactor, w: *ChildWatcher, pid: i32) Error!void {
+        std.debug.assert(!w.active and pid > 0);
+        try r.children.ensureUnusedCapacity(r.gpa, 1);
+        w.reactor = r;
+        if (backend.watchesChildren(&r.backend)) {
+            w.exit = .{ .pid = pid, .serial = r.nextChildSerial() };
+            try r.backend.watchChild(&w.exit);
+        } else {
+            try r.watchPidfd(w, pid);
+        }
+        w.active = true;
+        r.children.appendAssumeCapacity(w);
+    }
+
+    fn nextChildSerial(r: *Reactor) u32 {
+        const serial = r.next_child_serial;
+        r.next_child_serial = if (serial == api.max_child_serial) 0 else serial + 1;
+        return serial;
+    }
+
+    fn watchPidfd(r: *Reactor, w: *ChildWatcher, pid: i32) Error!void {
+        if (!sys.is_linux) unreachable; // no pidfds: the backend watches children
+        const fd = if (sys.is_linux) try sys.linux.pidfd_open(pid) else unreachable;
+        errdefer sys.close(fd);
+        w.io = .{ .fd = fd, .on_ready = childReady };
+        try r.attach(&w.io);
+        errdefer r.detach(&w.io);
+        try r.setInterest(&w.io, .{ .read = true });
+    }
+
+    /// Stops watching `w` (nothing if its exit was reported already): its
+    /// `on_exit` will not run.
+    pub fn unwatchChild(r: *Reactor, w: *ChildWatcher) void {
+        if (!w.active) return;
+        std.debug.assert(w.reactor == r);
+        const i = std.mem.indexOfScalar(*ChildWatcher, r.children.items, w).?;
+        _ = r.children.swapRemove(i);
+        w.active = false;
+        if (backend.watchesChildren(&r.backend)) {
+            r.backend.unwatchChild(&w.exit);
+        } else {
+            r.detach(&w.io);
+            sys.close(w.io.fd);
+            w.io.fd = -1;
+        }
+    }
+
+    /// The backend reported watch `serial`'s exit (it dropped the watch).
+    fn childExited(r: *Reactor, serial: u32) RunError!void {
+        for (r.children.items, 0..) |w, i| {
+            if (w.exit.serial != serial) continue;
+            _ = r.children.swapRemove(i);
+            w.active = false;
+            return w.on_exit(w, w.exit.status);
+        }
+        // Unwatched by an earlier event's handler: nobody hears it.
+    }
+
     /// Runs passes until `stopping` is set, then clears it.
     pub fn runForever(r: *Reactor) (RunError || error{OutOfMemory})!void {
         defer r.stopping = false;
@@ -397,6 +522,16 @@ pub const TimerEntry = struct {
     timer: Timer = .{},
     callback: Callback,
 };
+
+/// A child's pidfd turned readable: it has exited (Linux).
+fn childReady(io: *IoWatcher, _: Event) RunError!void {
+    if (!sys.is_linux) unreachable; // no pidfds: the backend watches children
+    const w: *ChildWatcher = @fieldParentPtr("io", io);
+    std.debug.assert(w.active);
+    const status = if (sys.is_linux) sys.linux.exitStatus(io.fd) else null;
+    w.reactor.?.unwatchChild(w);
+    return w.on_exit(w, status);
+}
 
 fn timerCallback(t: *Timer) *Callback {
     const entry: *TimerEntry = @fieldParentPtr("timer", t);
@@ -583,9 +718,25 @@ test "an fd watcher sees readiness" {
     try eachBackend(caseAnFdWatcherSeesReadiness);
 }
 
+/// A pipe `[read end, write end]` whose read end turns readable once
+/// `makeReadable` wrote to it: an fd every platform has.
+fn testPipe() ![2]sys.fd_t {
+    return sys.pipe();
+}
+
+fn makeReadable(p: [2]sys.fd_t) !void {
+    _ = try sys.write(p[1], "x");
+}
+
+fn closePipe(p: [2]sys.fd_t) void {
+    sys.close(p[0]);
+    sys.close(p[1]);
+}
+
 fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
-    const fd = try sys.eventfd();
-    defer sys.close(fd);
+    const p = try testPipe();
+    defer closePipe(p);
+    const fd = p[0];
     const W = struct {
         w: IoWatcher,
         hits: u32 = 0,
@@ -597,8 +748,7 @@ fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
     var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady } };
     try r.attach(&w.w);
     try r.setInterest(&w.w, .{ .read = true });
-    var one: u64 = 1;
-    _ = try sys.write(fd, std.mem.asBytes(&one));
+    try makeReadable(p);
     try r.runOnce();
     try std.testing.expectEqual(@as(u32, 1), w.hits);
     r.detach(&w.w);
@@ -612,8 +762,9 @@ test "the pass after a wait that blocked and woke on events does not poll; the n
 }
 
 fn caseNoPollRightAfterABlockingWake(r: *Reactor) !void {
-    const fd = try sys.eventfd();
-    defer sys.close(fd);
+    const p = try testPipe();
+    defer closePipe(p);
+    const fd = p[0];
     var log: std.ArrayList(u32) = .empty;
     defer log.deinit(std.testing.allocator);
     const W = struct {
@@ -637,8 +788,7 @@ fn caseNoPollRightAfterABlockingWake(r: *Reactor) !void {
     try r.attach(&w.w);
     defer r.detach(&w.w);
     try r.setInterest(&w.w, .{ .read = true }); // level-triggered
-    var one: u64 = 1;
-    _ = try sys.write(fd, std.mem.asBytes(&one)); // readable from now on
+    try makeReadable(p); // readable from now on
     try std.testing.expectEqual(@as(i32, -1), r.timeoutMs());
     try pollRetryingPass(r, &w.hits, 1); // blocked (nothing ready), woke on the fd
     try r.runOnce(); // runs the follow-up without polling: the fd is not seen
@@ -665,8 +815,9 @@ test "a one-shot watcher fires once, stays quiet, and fires again once re-armed"
 }
 
 fn caseOneShotWatcher(r: *Reactor) !void {
-    const fd = try sys.eventfd();
-    defer sys.close(fd);
+    const p = try testPipe();
+    defer closePipe(p);
+    const fd = p[0];
     const W = struct {
         w: IoWatcher,
         hits: u32 = 0,
@@ -682,8 +833,7 @@ fn caseOneShotWatcher(r: *Reactor) !void {
     var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
     try r.attach(&w.w);
     try r.armOnce(&w.w, .{ .read = true });
-    var one: u64 = 1;
-    _ = try sys.write(fd, std.mem.asBytes(&one)); // readable from now on
+    try makeReadable(p); // readable from now on
     for (0..3) |_| {
         try r.callSoon(&nop);
         try r.runOnce();
@@ -702,4 +852,105 @@ fn caseOneShotWatcher(r: *Reactor) !void {
     }
     try std.testing.expectEqual(@as(u32, 4), w.hits);
     r.detach(&w.w);
+}
+
+const testing = @import("os/testing.zig");
+
+const ChildProbe = struct {
+    w: ChildWatcher = .{ .on_exit = onExit },
+    exits: u32 = 0,
+    status: ?u32 = null,
+
+    fn onExit(w: *ChildWatcher, status: ?u32) RunError!void {
+        const p: *ChildProbe = @fieldParentPtr("w", w);
+        std.debug.assert(!w.active); // the watch is over when this runs
+        p.exits += 1;
+        p.status = status;
+    }
+};
+
+test "a child's exit is reported once, with its wait status, and the child left to reap" {
+    try eachBackend(caseChildExit);
+}
+
+fn caseChildExit(r: *Reactor) !void {
+    const hold = try testing.blockingPipe();
+    defer sys.close(hold[0]);
+    const pid = try testing.spawnChild(5, hold);
+    var probe: ChildProbe = .{};
+    try r.watchChild(&probe.w, pid);
+    try std.testing.expect(probe.w.active);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.callSoon(&nop);
+    try r.runOnce(); // running: nothing to report
+    try std.testing.expectEqual(@as(u32, 0), probe.exits);
+    sys.close(hold[1]); // the child exits now
+    try pollRetryingPass(r, &probe.exits, 1);
+    try std.testing.expectEqual(@as(?u32, 5 << 8), probe.status);
+    try std.testing.expect(!probe.w.active and r.children.items.len == 0);
+    // Not reaped by the watch: waitpid still finds it.
+    try std.testing.expectEqual(@as(u32, 5 << 8), try testing.reap(pid));
+}
+
+test "an unwatched child's exit is never reported; a process that is gone cannot be watched" {
+    try eachBackend(caseChildUnwatched);
+}
+
+fn caseChildUnwatched(r: *Reactor) !void {
+    const hold = try testing.blockingPipe();
+    defer sys.close(hold[0]);
+    const pid = try testing.spawnChild(0, hold);
+    var probe: ChildProbe = .{};
+    try r.watchChild(&probe.w, pid);
+    r.unwatchChild(&probe.w);
+    r.unwatchChild(&probe.w); // twice is nothing
+    sys.close(hold[1]);
+    _ = try testing.reap(pid);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 0), probe.exits);
+    // Reaped: no such process any more (ESRCH).
+    try std.testing.expectError(error.Unexpected, r.watchChild(&probe.w, pid));
+    try std.testing.expectEqual(@as(u16, @intFromEnum(sys.E.SRCH)), sys.last_errno);
+    try std.testing.expect(!probe.w.active and r.children.items.len == 0);
+}
+
+test "a borrowed fd closed behind its watcher: forgetFile lets the next arm register the new file" {
+    try eachBackend(caseForgetFile);
+}
+
+fn caseForgetFile(r: *Reactor) !void {
+    const p = try testPipe();
+    defer closePipe(p);
+    const fd = p[0];
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = fd, .on_ready = W.onReady, .borrowed = true } };
+    try r.attach(&w.w);
+    defer r.detach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true });
+    // The user closes the file; another takes its number (readable at once).
+    const other = try testPipe();
+    defer closePipe(other);
+    try makeReadable(other);
+    try testing.dup2(other[0], fd);
+    var nop: Callback = .{ .run = runNothing, .drop = dropNothing };
+    // The kernel forgot the old file: the watcher hears nothing of the new
+    // one, and asking for the same interest again would change nothing.
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 0), w.hits);
+    r.forgetFile(&w.w);
+    try std.testing.expect(w.w.interest.none() and !w.w.registered);
+    try r.setInterest(&w.w, .{ .read = true });
+    try r.callSoon(&nop);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
 }

@@ -1,145 +1,128 @@
-//! The one shim between the core and the operating system, so Zig's std
-//! churn (0.15-0.17 moved `posix`) is absorbed here and nowhere else: raw
-//! syscalls with their errno decoded on Linux, libc on macOS and the BSDs.
+//! The OS layer's one front door: every system call of the core goes
+//! through here, and the adapter's are to follow. The calls themselves
+//! live in one file per platform under `os/`, chosen here once, at compile
+//! time, the way libuv's `unix/linux.c` and `unix/darwin.c` sit under one
+//! set of names:
+//!
+//!   os/linux.zig   the Linux fast paths: raw syscalls, eventfd, accept4,
+//!                  MSG_NOSIGNAL, Linux's sendfile, statx; and the calls
+//!                  only Linux has (epoll, pidfd), re-exported below.
+//!   os/posix.zig   the portable path through libc, with its per-target
+//!                  pieces in os/darwin.zig, os/freebsd.zig and
+//!                  os/linux_libc.zig: a pipe for eventfd, accept + fcntl,
+//!                  SO_NOSIGPIPE, the BSD sendfiles or a copy, fstatat.
+//!   os/kq.zig      the kqueue interface the kqueue backend is written
+//!                  against (libc's; on Linux, the test-only emulation).
+//!
+//! macOS and the BSDs always take the portable path. Linux takes the fast
+//! paths, unless built with `-Dportable=true`, which runs the portable
+//! path on Linux (and the emulated kqueue) so that it is tested here.
+//! Zig's std churn (0.15-0.17 moved `posix`) is absorbed here too.
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
-const is_linux = builtin.os.tag == .linux;
+const options = @import("build_options");
+const common = @import("os/common.zig");
 
-pub const fd_t = i32;
+pub const is_linux = builtin.os.tag == .linux;
 
-/// Errors surfaced by the shim. `unexpected` carries errno in `last_errno`.
-pub const Error = error{ WouldBlock, Interrupted, BadFd, NoMemory, Unexpected };
+/// This build runs the portable path: always off Linux, on Linux when
+/// built with `-Dportable=true`.
+pub const portable = !is_linux or options.portable;
 
-/// The errno of the last failed call on this thread, for error messages.
+const impl = if (portable) @import("os/posix.zig") else @import("os/linux.zig");
+
+/// The calls only Linux has (epoll, eventfd, pidfd), in every Linux build:
+/// the epoll and io_uring backends and Linux's child watches use them.
+pub const linux = if (is_linux) @import("os/linux.zig") else struct {};
+
+pub const fd_t = common.fd_t;
+pub const E = common.E;
+pub const Error = common.Error;
+pub const Result = common.Result;
+/// Records errno `e` in `last_errno` and returns its `Error`.
+pub const fail = common.fail;
+
+/// The errno of the last failed call on this thread, for error messages
+/// (`Error` values carry it here).
 pub threadlocal var last_errno: u16 = 0;
 
-fn check(rc: usize) Error!usize {
-    const e = linux.errno(rc);
-    if (e == .SUCCESS) return rc;
-    last_errno = @intFromEnum(e);
-    return errorOf(e);
+// Every platform file offers the whole interface (checked below).
+pub const monotonic_s = impl.monotonic_s;
+pub const close = impl.close;
+pub const read = impl.read;
+pub const write = impl.write;
+pub const checkOpen = impl.checkOpen;
+pub const pipe = impl.pipe;
+pub const Waker = impl.Waker;
+pub const sockaddr = impl.sockaddr;
+pub const socklen_t = impl.socklen_t;
+pub const iovec_const = impl.iovec_const;
+pub const accept = impl.accept;
+pub const recv = impl.recv;
+pub const recvfrom = impl.recvfrom;
+pub const send = impl.send;
+pub const sendto = impl.sendto;
+pub const sendv = impl.sendv;
+pub const iov_max = impl.iov_max;
+pub const shutdownWrite = impl.shutdownWrite;
+pub const bytesReadable = impl.bytesReadable;
+pub const sendfile = impl.sendfile;
+pub const PathStat = impl.PathStat;
+pub const statPath = impl.statPath;
+pub const unlink = impl.unlink;
+pub const noSigpipe = impl.noSigpipe;
+
+// Linux only (see `linux`); kept under their old names for the backends.
+pub const eventfd = linux.eventfd;
+pub const epoll_create = linux.epoll_create;
+pub const epoll_ctl = linux.epoll_ctl;
+pub const epoll_wait = linux.epoll_wait;
+
+/// The names each platform file must define.
+const interface = [_][]const u8{
+    "monotonic_s", "close",     "read",          "write",         "checkOpen",
+    "pipe",        "Waker",     "sockaddr",      "socklen_t",     "iovec_const",
+    "accept",      "recv",      "recvfrom",      "send",          "sendto",
+    "sendv",       "iov_max",   "shutdownWrite", "bytesReadable", "sendfile",
+    "PathStat",    "statPath",  "unlink",        "noSigpipe",
+};
+
+comptime {
+    // A portable Linux build checks both (a default one must not even
+    // import posix.zig: its tests need libc).
+    const files = if (is_linux and portable) .{ @import("os/linux.zig"), impl } else .{impl};
+    for (files) |file| {
+        for (interface) |name| {
+            if (!@hasDecl(file, name)) @compileError("OS layer file lacks " ++ name);
+        }
+    }
 }
 
-/// libc's convention (-1 and errno), for the platforms without raw syscalls.
-fn checkC(rc: anytype) Error!usize {
-    const e = std.c.errno(rc);
-    if (e == .SUCCESS) return @intCast(rc);
-    last_errno = @intFromEnum(e);
-    return errorOf(e);
+// ---------------------------------------------------------------- tests
+
+const testing = @import("os/testing.zig");
+
+test {
+    _ = common;
+    _ = impl;
+    if (is_linux) _ = linux;
 }
 
-fn errorOf(e: anytype) Error {
-    return switch (e) {
-        .AGAIN => error.WouldBlock,
-        .INTR => error.Interrupted,
-        .BADF => error.BadFd,
-        .NOMEM, .NOSPC, .MFILE, .NFILE => error.NoMemory,
-        else => error.Unexpected,
+fn expectOk(comptime T: type, r: Result(T)) !T {
+    return switch (r) {
+        .ok => |v| v,
+        .err => |e| {
+            std.debug.print("unexpected errno {s}\n", .{@tagName(e)});
+            return error.TestUnexpectedResult;
+        },
     };
 }
 
-/// Monotonic clock in seconds, the clock `time.monotonic()` reads.
-///
-/// Through libc whenever it is linked (the extension module always is):
-/// glibc reads the clock from the vDSO, with no syscall. Zig's own
-/// `linux.clock_gettime` finds the vDSO only through the auxiliary vector
-/// its start-up code saves, which a library loaded by CPython never runs,
-/// so there it falls back to a real syscall on every call.
-pub fn monotonic_s() f64 {
-    if (is_linux and !builtin.link_libc) {
-        var ts: linux.timespec = undefined;
-        _ = linux.clock_gettime(.MONOTONIC, &ts);
-        return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
+fn expectErr(comptime T: type, want: E, r: Result(T)) !void {
+    switch (r) {
+        .ok => return error.TestUnexpectedResult,
+        .err => |e| try std.testing.expectEqual(want, e),
     }
-    var ts: std.c.timespec = undefined;
-    _ = std.c.clock_gettime(.MONOTONIC, &ts);
-    return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
-}
-
-pub fn close(fd: fd_t) void {
-    if (is_linux) _ = linux.close(fd) else _ = std.c.close(fd);
-}
-
-pub fn read(fd: fd_t, buf: []u8) Error!usize {
-    if (is_linux) return check(linux.read(fd, buf.ptr, buf.len));
-    return checkC(std.c.read(fd, buf.ptr, buf.len));
-}
-
-pub fn write(fd: fd_t, buf: []const u8) Error!usize {
-    if (is_linux) return check(linux.write(fd, buf.ptr, buf.len));
-    return checkC(std.c.write(fd, buf.ptr, buf.len));
-}
-
-/// Wakes a reactor blocked in its backend from any thread: an eventfd on
-/// Linux (one fd, an 8-byte counter), a non-blocking pipe elsewhere.
-pub const Waker = struct {
-    read_fd: fd_t,
-    write_fd: fd_t,
-
-    pub fn init() Error!Waker {
-        if (is_linux) {
-            const fd = try eventfd();
-            return .{ .read_fd = fd, .write_fd = fd };
-        }
-        var fds: [2]fd_t = undefined;
-        _ = try checkC(std.c.pipe(&fds));
-        for (fds) |fd| {
-            const fl = std.c.fcntl(fd, std.c.F.GETFL);
-            _ = std.c.fcntl(fd, std.c.F.SETFL, fl | @as(c_int, @bitCast(std.c.O{ .NONBLOCK = true })));
-            _ = std.c.fcntl(fd, std.c.F.SETFD, @as(c_int, std.c.FD_CLOEXEC));
-        }
-        return .{ .read_fd = fds[0], .write_fd = fds[1] };
-    }
-
-    pub fn deinit(w: *Waker) void {
-        close(w.read_fd);
-        if (w.write_fd != w.read_fd) close(w.write_fd);
-        w.* = .{ .read_fd = -1, .write_fd = -1 };
-    }
-
-    /// A full pipe or a saturated counter already means "wake up".
-    pub fn wake(w: *const Waker) void {
-        const one: u64 = 1;
-        _ = write(w.write_fd, std.mem.asBytes(&one)) catch {};
-    }
-
-    pub fn drain(w: *const Waker) void {
-        var buf: [64]u8 = undefined;
-        while (true) {
-            const n = read(w.read_fd, &buf) catch return;
-            if (n == 0) return;
-        }
-    }
-};
-
-/// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD
-/// asks the fd table only, whatever the file is.
-pub fn checkOpen(fd: fd_t) Error!void {
-    if (is_linux) {
-        _ = try check(linux.fcntl(fd, linux.F.GETFD, 0));
-        return;
-    }
-    _ = try checkC(std.c.fcntl(fd, std.c.F.GETFD));
-}
-
-pub fn eventfd() Error!fd_t {
-    const rc = try check(linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK));
-    return @intCast(rc);
-}
-
-pub fn epoll_create() Error!fd_t {
-    const rc = try check(linux.epoll_create1(linux.EPOLL.CLOEXEC));
-    return @intCast(rc);
-}
-
-pub fn epoll_ctl(epfd: fd_t, op: u32, fd: fd_t, events: u32) Error!void {
-    var ev: linux.epoll_event = .{ .events = events, .data = .{ .fd = fd } };
-    _ = try check(linux.epoll_ctl(epfd, op, fd, &ev));
-}
-
-pub fn epoll_wait(epfd: fd_t, events: []linux.epoll_event, timeout_ms: i32) Error!usize {
-    return check(linux.epoll_wait(epfd, events.ptr, @intCast(events.len), timeout_ms));
 }
 
 test "monotonic clock advances" {
@@ -149,13 +132,137 @@ test "monotonic clock advances" {
     try std.testing.expect(a > 0);
 }
 
-test "eventfd round trip" {
-    const fd = try eventfd();
+test "the waker's read end turns readable on a wake and drains" {
+    var w = try Waker.init();
+    defer w.deinit();
+    var buf: [8]u8 = undefined;
+    try std.testing.expectError(error.WouldBlock, read(w.read_fd, &buf));
+    w.wake();
+    w.wake();
+    w.drain();
+    try std.testing.expectError(error.WouldBlock, read(w.read_fd, &buf));
+}
+
+test "checkOpen tells an open fd from a closed one" {
+    const fds = try pipe();
+    try checkOpen(fds[0]);
+    close(fds[0]);
+    close(fds[1]);
+    try std.testing.expectError(error.BadFd, checkOpen(fds[0]));
+    try std.testing.expectEqual(@as(u16, @intFromEnum(E.BADF)), last_errno);
+}
+
+test "accept hands a connection over non-blocking and close-on-exec, with its peer's address" {
+    const l = try testing.tcpListener();
+    defer close(l.fd);
+    try expectErr(fd_t, .AGAIN, accept(l.fd, null, null));
+    const client = try testing.tcpConnect(l.port);
+    defer close(client);
+    var peer: sockaddr.storage = undefined;
+    var len: socklen_t = @sizeOf(sockaddr.storage);
+    const fd = try expectOk(fd_t, accept(l.fd, @ptrCast(&peer), &len));
     defer close(fd);
-    var one: u64 = 1;
-    _ = try write(fd, std.mem.asBytes(&one));
-    var got: u64 = 0;
-    _ = try read(fd, std.mem.asBytes(&got));
-    try std.testing.expectEqual(@as(u64, 1), got);
-    try std.testing.expectError(error.WouldBlock, read(fd, std.mem.asBytes(&got)));
+    const flags = try testing.flagsOf(fd);
+    try std.testing.expect(flags.cloexec and flags.nonblocking);
+    try std.testing.expectEqual(@as(socklen_t, @sizeOf(std.c.sockaddr.in)), len);
+    try std.testing.expectEqual(@as(@TypeOf(peer.family), std.c.AF.INET), peer.family);
+}
+
+test "send, sendv and recv round trip; FIONREAD counts what waits" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    noSigpipe(pair[0]);
+    try std.testing.expectEqual(@as(usize, 2), try expectOk(usize, send(pair[0], "ab")));
+    const parts = [_]iovec_const{
+        .{ .base = "cd", .len = 2 },
+        .{ .base = "ef", .len = 2 },
+    };
+    try std.testing.expectEqual(@as(usize, 4), try expectOk(usize, sendv(pair[0], &parts)));
+    try std.testing.expectEqual(@as(usize, 6), try expectOk(usize, bytesReadable(pair[1])));
+    var buf: [16]u8 = undefined;
+    const n = try expectOk(usize, recv(pair[1], &buf));
+    try std.testing.expectEqualStrings("abcdef", buf[0..n]);
+    try expectErr(usize, .AGAIN, recv(pair[1], &buf));
+    try std.testing.expect(iov_max >= 16);
+}
+
+test "a send to a peer that went away is EPIPE, never SIGPIPE" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    noSigpipe(pair[0]);
+    close(pair[1]);
+    // The test process would die here of SIGPIPE's default action.
+    try expectErr(usize, .PIPE, send(pair[0], "x"));
+    const part = [_]iovec_const{.{ .base = "y", .len = 1 }};
+    try expectErr(usize, .PIPE, sendv(pair[0], &part));
+}
+
+test "shutdownWrite: the peer reads end of file, and can still send back" {
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    try expectOk(void, shutdownWrite(pair[0]));
+    var buf: [4]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, recv(pair[1], &buf)));
+    _ = try expectOk(usize, send(pair[1], "ok"));
+    try std.testing.expectEqual(@as(usize, 2), try expectOk(usize, recv(pair[0], &buf)));
+}
+
+test "sendto and recvfrom carry a datagram and its sender's address" {
+    const a = try testing.udpSocket();
+    defer close(a.fd);
+    const b = try testing.udpSocket();
+    defer close(b.fd);
+    const to = testing.loopbackAddress(b.port);
+    const sent = sendto(a.fd, "ping", @ptrCast(&to), @sizeOf(@TypeOf(to)));
+    try std.testing.expectEqual(@as(usize, 4), try expectOk(usize, sent));
+    var from: sockaddr.storage = undefined;
+    var len: socklen_t = @sizeOf(sockaddr.storage);
+    var buf: [8]u8 = undefined;
+    const n = try expectOk(usize, recvfrom(b.fd, &buf, @ptrCast(&from), &len));
+    try std.testing.expectEqualStrings("ping", buf[0..n]);
+    const sender: *const std.c.sockaddr.in = @ptrCast(@alignCast(&from));
+    try std.testing.expectEqual(a.port, std.mem.bigToNative(u16, sender.port));
+}
+
+test "sendfile sends a file's range from an offset and advances the offset" {
+    const file = try testing.tempFile("hello, world");
+    defer close(file);
+    const pair = try testing.socketPair();
+    defer close(pair[0]);
+    defer close(pair[1]);
+    noSigpipe(pair[0]);
+    var offset: i64 = 7;
+    try std.testing.expectEqual(@as(usize, 5), try expectOk(usize, sendfile(pair[0], file, &offset, 100)));
+    try std.testing.expectEqual(@as(i64, 12), offset);
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, sendfile(pair[0], file, &offset, 100)));
+    try std.testing.expectEqual(@as(usize, 0), try expectOk(usize, sendfile(pair[0], file, &offset, 0)));
+    var buf: [16]u8 = undefined;
+    const n = try expectOk(usize, recv(pair[1], &buf));
+    try std.testing.expectEqualStrings("world", buf[0..n]);
+}
+
+test "statPath sees what a path names; unlink removes it; both fail with the target's errno" {
+    var buf: [64]u8 = undefined;
+    const path = try testing.tempPath(&buf);
+    try expectErr(PathStat, .NOENT, statPath(path));
+    try expectErr(void, .NOENT, unlink(path));
+    const l = try testing.unixListener(path);
+    defer close(l);
+    const st = try expectOk(PathStat, statPath(path));
+    try std.testing.expect(st.mode & 0o170000 == 0o140000); // S_IFSOCK
+    try std.testing.expect(st.ino != 0);
+    try expectOk(void, unlink(path));
+    try expectErr(PathStat, .NOENT, statPath(path));
+}
+
+test "a call on a closed fd fails with EBADF" {
+    const fds = try pipe();
+    close(fds[0]);
+    close(fds[1]);
+    var buf: [1]u8 = undefined;
+    try expectErr(usize, .BADF, recv(fds[0], &buf));
+    try expectErr(usize, .BADF, bytesReadable(fds[0]));
+    try std.testing.expectError(error.BadFd, recv(fds[0], &buf).unwrap());
 }

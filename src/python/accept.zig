@@ -36,6 +36,7 @@ const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
 const transport = @import("transport.zig");
 const sockaddr = @import("sockaddr.zig");
+const borrowed = @import("borrowed.zig");
 const linux = std.os.linux;
 
 /// Seconds before accepting again after EMFILE and friends: asyncio's
@@ -70,6 +71,13 @@ pub const Acceptor = struct {
     factory: ?*Obj,
     conns: ?*Obj,
     listener: transport.Listener,
+    /// The user's listening socket (`create_server(sock=)`; owned), or
+    /// null for one the loop made. As a stream transport's user socket
+    /// (transport.zig's `Inner.sock_owner`), asked for its fd before each
+    /// accept and registration: once user code closed it, the acceptor
+    /// never accepts on the number (another listener's, perhaps), and on
+    /// io_uring nothing in the ring keeps the listener open.
+    sock_owner: ?*Obj,
     w: core.IoWatcher,
     backlog: u32,
     attached: bool,
@@ -112,6 +120,17 @@ pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
     return py.obj(a);
 }
 
+/// loop.zig's `evictStale`: another watcher wants the fd, and the user's
+/// listening socket no longer stands for it: the acceptor leaves the
+/// reactor, quietly (asyncio's accept reader would never run again for a
+/// closed listener either). Never fails.
+pub fn evictIfStale(w: *core.IoWatcher) bool {
+    std.debug.assert(isWatcher(w));
+    const a: *Acceptor = @fieldParentPtr("w", w);
+    if (!borrowed.owns(a.sock_owner, w.fd)) leaveReactor(a);
+    return true;
+}
+
 /// The loop is closing: the acceptor leaves the reactor (its listening
 /// socket stays open; the server's close() closes it).
 pub fn loopClosing(w: *core.IoWatcher) void {
@@ -152,6 +171,9 @@ fn updateInterest(a: *Acceptor) void {
     if (!a.attached) return;
     const l = loopOf(a);
     if (!l.has_reactor) return;
+    // A listener the user closed is registered no more: the number may be
+    // another file's now.
+    if (!borrowed.owns(a.sock_owner, a.w.fd)) return;
     // Fails only on a listener closed under the acceptor: there is nothing
     // left to watch then, and server.close() detaches it.
     l.reactor.setInterest(&a.w, .{ .read = !a.paused }) catch {};
@@ -218,6 +240,11 @@ fn acceptBatch(a: *Acceptor) core.RunError!void {
     while (n < a.backlog and a.attached and !a.paused) : (n += 1) {
         var peer: Peer = .{};
         const flags: u32 = linux.SOCK.NONBLOCK | linux.SOCK.CLOEXEC;
+        // Asked before each accept: a callback may have closed the user's
+        // listener, and the number may be another listener's now. The
+        // acceptor then stops for good, quietly, as asyncio's accept
+        // reader, which the closed file never wakes again.
+        if (!borrowed.owns(a.sock_owner, a.w.fd)) return leaveReactor(a);
         const rc = linux.accept4(a.w.fd, @ptrCast(&peer.storage), &peer.len, flags);
         switch (linux.errno(rc)) {
             .SUCCESS => try deliver(a, @intCast(rc), &peer),
@@ -383,13 +410,15 @@ fn longArg(o: ?*Obj) ?c_long {
     return v;
 }
 
-/// `_start(loop, fd, family, type, proto, backlog, callback, args)`:
+/// `_start(loop, fd, family, type, proto, backlog, callback, args, sock)`:
 /// watches listening socket `fd` for readability. The Python side passes
-/// the socket's own family/type/proto (already validated by `socket`).
+/// the socket's own family/type/proto (already validated by `socket`), and
+/// the socket itself when it is the user's (`Acceptor.sock_owner`), else
+/// None.
 fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const a = py.cast(Acceptor, self.?);
-    const usage = "_start(loop, fd, family, type, proto, backlog, callback, args)";
-    if (nargs != 8) return py.raise(c.PyExc_TypeError, usage);
+    const usage = "_start(loop, fd, family, type, proto, backlog, callback, args, sock)";
+    if (nargs != 9) return py.raise(c.PyExc_TypeError, usage);
     if (a.attached or a.loop != null) {
         return py.raise(c.PyExc_RuntimeError, "acceptor already started");
     }
@@ -418,7 +447,14 @@ fn start(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         py.decref(type_obj);
         return null;
     };
-    a.w = .{ .fd = fd, .on_ready = onReady, .registered = registered };
+    const sock_owner: ?*Obj = if (py.isNone(args[8])) null else args[8].?;
+    a.w = .{
+        .fd = fd,
+        .on_ready = onReady,
+        .registered = registered,
+        .borrowed = sock_owner != null,
+    };
+    a.sock_owner = if (sock_owner) |o| py.newref(o) else null;
     a.backlog = @intCast(std.math.clamp(backlog, 1, std.math.maxInt(i32)));
     a.loop = py.newref(loop_obj);
     a.family_obj = py.newref(args[2].?);
@@ -534,7 +570,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // A heap type's instances own a reference to it.
     const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
     if (tp_rc != 0) return tp_rc;
-    inline for (.{ a.loop, a.callback, a.cb_args, a.context, a.retry, a.factory, a.conns }) |m| if (m) |o| {
+    inline for (.{ a.loop, a.callback, a.cb_args, a.context, a.retry, a.sock_owner, a.factory, a.conns }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -561,6 +597,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     const owned = .{
         "loop",       "callback", "cb_args",   "context",
         "family_obj", "type_obj", "proto_obj", "retry",
+        "sock_owner",
     };
     inline for (owned) |f| py.clear(&@field(a, f));
     clearNative(a);

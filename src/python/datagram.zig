@@ -21,6 +21,7 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
+const borrowed = @import("borrowed.zig");
 const transport_methods = @import("transport_methods.zig");
 const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
@@ -99,6 +100,16 @@ pub const Inner = struct {
     /// copy of the current context taken when reading starts or resumes, as
     /// asyncio's `_add_reader` copies it into the reader `Handle`.
     context: ?*Obj = null,
+    /// The user's socket (`create_datagram_endpoint(sock=)`; owned), or
+    /// null for the loop's own: as the stream transport's (transport.zig's
+    /// `Inner.sock_owner`), asked for its fd before each system call.
+    sock_owner: ?*Obj = null,
+
+    /// `w.fd`, or -1 (the call fails with EBADF) once the user's socket no
+    /// longer stands for it.
+    pub inline fn sysFd(in: *const Inner) i32 {
+        return borrowed.fdFor(in.sock_owner, in.w.fd);
+    }
 
     fn queued(in: *const Inner) usize {
         return in.queue.items.len - in.head;
@@ -143,6 +154,7 @@ const Names = struct {
     data: *Obj,
     msg_read: *Obj,
     msg_write: *Obj,
+    msg_gone: *Obj,
 };
 var names: Names = undefined;
 
@@ -220,6 +232,10 @@ pub fn updateInterest(t: *Transport) void {
         .read = in.started and !in.paused and !in.closing,
         .write = in.queued() > 0,
     };
+    // A user's socket closed under the transport is registered no more
+    // (its number may be another file's now); the next sendto/recvfrom
+    // fails with EBADF, as asyncio's would.
+    if (in.sysFd() < 0) return;
     // Fails only on an fd closed under the transport; the next
     // sendto/recvfrom reports that as the error asyncio would.
     l.reactor.setInterest(&in.w, want) catch {};
@@ -388,9 +404,9 @@ fn sendOne(t: *Transport, data_obj: *Obj, data: []const u8, addr: ?*Obj) error{R
     var sa: SockAddr = .{};
     var rc: usize = undefined;
     if (in.connected) {
-        rc = linux.sendto(in.w.fd, data.ptr, data.len, 0, null, 0);
+        rc = linux.sendto(in.sysFd(), data.ptr, data.len, 0, null, 0);
     } else if (addr != null and parseAddress(in.family, addr.?, &sa)) {
-        rc = linux.sendto(in.w.fd, data.ptr, data.len, 0, @ptrCast(&sa.storage), sa.len);
+        rc = linux.sendto(in.sysFd(), data.ptr, data.len, 0, @ptrCast(&sa.storage), sa.len);
     } else {
         return sendPython(t, data_obj, addr);
     }
@@ -587,7 +603,7 @@ fn readReady(t: *Transport) core.RunError!void {
     var raw: linux.sockaddr.storage = undefined;
     @memset(std.mem.asBytes(&raw)[0..@sizeOf(linux.sockaddr.in6)], 0);
     var len: u32 = @sizeOf(linux.sockaddr.storage);
-    const rc = linux.recvfrom(in.w.fd, &recv_buf, recv_buf.len, 0, @ptrCast(&raw), &len);
+    const rc = linux.recvfrom(in.sysFd(), &recv_buf, recv_buf.len, 0, @ptrCast(&raw), &len);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => return,
@@ -658,11 +674,12 @@ fn longArg(o: ?*Obj) ?c_long {
 }
 
 /// `_setup(loop, fd, protocol, address, connected, family, send_empty,
-/// header_size)`: registers the fd with the loop's reactor (no interest
-/// yet) and takes the reactor's reference.
+/// header_size, sock)`: registers the fd with the loop's reactor (no
+/// interest yet) and takes the reactor's reference. `sock`: the user's
+/// socket the fd came from (see `Inner.sock_owner`), or None.
 fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
-    if (nargs != 8) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, address, connected, family, send_empty, header_size)");
+    if (nargs != 9) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, address, connected, family, send_empty, header_size, sock)");
     if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
     const loop_obj = args[0].?;
     if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
@@ -679,10 +696,16 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     if (connected < 0 or send_empty < 0) return null;
     const family = longArg(args[5]) orelse return null;
     const header = longArg(args[7]) orelse return null;
+    const sock_owner: ?*Obj = if (py.isNone(args[8])) null else args[8].?;
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
+        .w = .{
+            .fd = fd,
+            .on_ready = shared.onReady,
+            .registered = registered,
+            .borrowed = sock_owner != null,
+        },
         .family = @intCast(family & 0xffff),
         .connected = connected != 0,
         .send_empty = send_empty != 0,
@@ -695,6 +718,7 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
         return loop_mod.attachFailed(err);
     };
     in.attached = true;
+    if (sock_owner) |o| in.sock_owner = py.newref(o);
     t.inner = in;
     py.clear(&t.loop);
     t.loop = py.newref(loop_obj);
@@ -720,6 +744,19 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     in.dropQueue();
     leaveReactor(t, in);
     return py.newref(py.none());
+}
+
+pub const evictIfStale = shared.evictIfStale;
+
+/// An evicted transport's failure (`shared.evictIfStale`): OSError(EBADF)
+/// through `_fatal_error`, so connection_lost(exc) next pass (asyncio,
+/// which keeps the number, would hand each later send's EBADF to
+/// error_received). False with the Python error set when it must abort
+/// the caller.
+pub fn failGone(t: *Transport) bool {
+    const exc = errnoException(@intFromEnum(linux.E.BADF)) orelse return false;
+    py.restoreException(exc);
+    return fatalPending(t, names.msg_gone);
 }
 
 /// Called by the loop's close() for a transport still registered: the
@@ -837,7 +874,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
-    if (t.inner) |in| inline for (.{ in.address, in.context }) |m| if (m) |o| {
+    if (t.inner) |in| inline for (.{ in.address, in.context, in.sock_owner }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -863,6 +900,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         py.xdecref(in.address);
         py.xdecref(in.last_addr);
         py.xdecref(in.context);
+        py.xdecref(in.sock_owner);
         gpa.destroy(in);
         t.inner = null;
     }
@@ -922,6 +960,7 @@ fn initNames() void {
         .data = py.intern("data"),
         .msg_read = py.intern("Fatal read error on datagram transport"),
         .msg_write = py.intern("Fatal write error on datagram transport"),
+        .msg_gone = py.intern("Fatal error on datagram transport: its socket was closed"),
     };
 }
 

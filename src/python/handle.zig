@@ -65,6 +65,11 @@ pub const Handle = struct {
     /// cancel() from inside the callback does not wait for itself.
     runner_thread: c_ulong,
     weakreflist: ?*Obj,
+    /// For an fd handle (`sock`, or `io` made by `_add_reader_for`): the
+    /// object its fd came from, a socket or file object user code may close
+    /// behind the loop's back (owned; see borrowed.zig). Null: nothing to
+    /// ask (a plain add_reader's fd is the caller's to keep open).
+    owner: ?*Obj,
     node: core.Callback,
 };
 
@@ -128,6 +133,7 @@ pub fn create(
     h.gate = null;
     h.runner_thread = 0;
     h.weakreflist = null;
+    h.owner = null;
     h.node = .{ .run = runNode, .drop = dropNode };
     if (kind == .timer) {
         const t: *TimerHandle = @fieldParentPtr("base", h);
@@ -191,6 +197,28 @@ pub fn releaseCallback(h: *Handle) void {
     h.nargs = 0;
 }
 
+/// A one-shot handle that calls `h`'s callback, with its arguments and in
+/// its context, the next time the ready queue runs (queued, holding the
+/// queue's reference). For an fd handle taken off its fd because its
+/// owner closed it (loop.zig's `evictStale`): one last call, as if the fd
+/// were ready, in which the callback finds its object closed and fails as
+/// its system call would. False with the Python error set.
+pub fn callOnceMore(h: *Handle, reactor: *core.Reactor) bool {
+    const cb = h.callback orelse return true;
+    const args: []const ?*Obj = if (h.args_tuple) |t| blk: {
+        const tuple: *c.PyTupleObject = @ptrCast(@alignCast(t));
+        const items: [*]?*Obj = @ptrCast(&tuple.ob_item);
+        break :blk items[0..@intCast(c.PyTuple_Size(t))];
+    } else h.argv[1 .. @as(usize, h.nargs) + 1];
+    const once = create(&HandleType, .once, h.loop.?, cb, args, h.context) orelse return false;
+    reactor.callSoon(&once.node) catch {
+        py.decref(py.obj(once));
+        _ = c.PyErr_NoMemory();
+        return false;
+    };
+    return true;
+}
+
 /// The positional arguments as a new tuple (for repr and exception context).
 pub fn argsTuple(h: *Handle) ?*Obj {
     if (h.args_tuple) |t| return py.newref(t);
@@ -217,6 +245,7 @@ pub fn ownerOf(cb: *core.Callback) *Obj {
 
 fn clearSlots(h: *Handle) void {
     releaseCallback(h);
+    py.clear(&h.owner);
     py.clear(&h.context);
     py.clear(&h.loop);
     py.clear(&h.source_traceback);

@@ -10,6 +10,7 @@ const state = @import("state.zig");
 const handle = @import("handle.zig");
 const sockops = @import("sockops.zig");
 const sockcall = @import("sockcall.zig");
+const borrowed = @import("borrowed.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
@@ -566,12 +567,14 @@ fn releaseWatcherIfIdle(loop: *Loop, fw: *FdWatcher) void {
     gpa.destroy(fw);
 }
 
-/// For a native transport or server about to watch `fd`: frees the parked
-/// watcher of `fd`, if that is what holds it, and returns whether a
-/// disarmed kernel entry remains (the newcomer's `IoWatcher.registered`,
-/// so its first registration is a modification). Null with RuntimeError
-/// set when a live watcher holds the fd.
+/// For a native transport or server about to watch `fd`: evicts a stale
+/// holder (`evictStale`), frees the parked watcher of `fd`, if that is
+/// what holds it, and returns whether a disarmed kernel entry remains (the
+/// newcomer's `IoWatcher.registered`, so its first registration is a
+/// modification). Null with RuntimeError set when a live watcher holds
+/// the fd (or with what an eviction raised).
 pub fn claimFd(loop: *Loop, fd: i32) ?bool {
+    if (!evictStale(loop, fd)) return null;
     const w = loop.reactor.watcherFor(fd) orelse return false;
     const parked = !transport.isTransportWatcher(w) and @as(*FdWatcher, @fieldParentPtr("w", w)).idle();
     if (!parked) {
@@ -584,8 +587,55 @@ pub fn claimFd(loop: *Loop, fd: i32) ?bool {
     return registered;
 }
 
-/// `_add_reader(fd, callback, *args)` / `_add_writer`: fd is already an int.
-fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj {
+/// A newcomer wants `fd`. Whatever holds it on behalf of an object that
+/// no longer stands for it (a socket or pipe closed or detached by user
+/// code, its number perhaps the newcomer's own file now) is evicted first
+/// and fails as its next system call on the number would (EBADF): a
+/// transport gets connection_lost(OSError(EBADF)), a server stops
+/// accepting on it, a `sock_*` wait's future gets OSError(EBADF). None of
+/// it registers the number with the kernel again: that is the newcomer's
+/// to do. False with the Python error set when the eviction raised.
+fn evictStale(loop: *Loop, fd: i32) bool {
+    const w = loop.reactor.watcherFor(fd) orelse return true;
+    if (transport.isTransportWatcher(w)) return transport.evictIfStale(w);
+    return evictStaleHandles(loop, @fieldParentPtr("w", w));
+}
+
+/// Whether `h` watches `fd` for an owner (`Handle.owner`) that no longer
+/// stands for it.
+fn staleHandle(h: *Handle, fd: i32) bool {
+    const owner = h.owner orelse return false;
+    return !borrowed.owns(owner, fd);
+}
+
+/// Takes off `fw` the handles whose owner went away (see `evictStale`),
+/// cancelled, each calling its callback once more (`handle.callOnceMore`)
+/// to find its object closed and fail as its system call would: a
+/// `sock_*` wait rejects its future with OSError(EBADF), a pipe transport
+/// loses its connection. What the kernel held for them was the old file's:
+/// epoll forgot it when the file closed, so the watcher forgets it too,
+/// with no system call, and the next registration adds whatever the
+/// number stands for now. False with the Python error set.
+fn evictStaleHandles(loop: *Loop, fw: *FdWatcher) bool {
+    var evicted = false;
+    var ok = true;
+    inline for (.{ &fw.reader, &fw.writer }) |slot| {
+        if (slot.*) |h| if (staleHandle(h, fw.w.fd)) {
+            slot.* = null;
+            evicted = true;
+            if (ok) ok = handle.callOnceMore(h, &loop.reactor);
+            if (!h.running) handle.releaseCallback(h);
+            h.cancelled = true;
+            py.decref(py.obj(h));
+        };
+    }
+    if (evicted) loop.reactor.forgetFile(&fw.w);
+    return ok;
+}
+
+/// `_add_reader(fd, callback, *args)` / `_add_writer`: fd is already an
+/// int. `owner`: the object fd came from (`_add_reader_for`), or null.
+fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool, owner: ?*Obj) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (nargs < 2) return py.raise(c.PyExc_TypeError, "expected (fd, callback, *args)");
     if (!checkClosed(loop)) return null;
@@ -596,14 +646,29 @@ fn addIo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj 
     if (fd_long > std.math.maxInt(i32)) return py.raise(c.PyExc_OverflowError, "signed integer is greater than maximum");
     const fd: i32 = @intCast(fd_long);
     const h = handle.create(&handle.HandleType, .io, self.?, args[0 + 1].?, args[2..@intCast(nargs)], null) orelse return null;
+    if (owner) |o| h.owner = py.newref(o);
     if (!installIo(loop, fd, read, h)) return null;
     return py.newref(py.obj(h));
+}
+
+/// `_add_reader_for(owner, fd, callback, *args)` / `_add_writer_for`:
+/// `_add_reader` on behalf of `owner`, the socket or file object `fd`
+/// came from (zloop's pipe transports, the Python accept loop). Once user
+/// code closed `owner`, a newcomer on the number evicts the handle
+/// (`evictStale`), which then calls its callback once more to find out.
+fn addIoFor(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, read: bool) ?*Obj {
+    if (nargs < 3) return py.raise(c.PyExc_TypeError, "expected (owner, fd, callback, *args)");
+    return addIo(self, args + 1, nargs - 1, read, args[0].?);
 }
 
 /// Puts `h` (its creation reference, consumed) in fd's reader or writer
 /// slot, cancelling the handle it replaces, and updates the kernel's
 /// interest. False with the Python error set when that fails.
 fn installIo(loop: *Loop, fd: i32, read: bool, h: *Handle) bool {
+    if (!evictStale(loop, fd)) {
+        py.decref(py.obj(h));
+        return false;
+    }
     const fw = (watcherFor(loop, fd, true) catch |err| {
         py.decref(py.obj(h));
         _ = usedByTransport(loop, fd, err);
@@ -631,15 +696,18 @@ fn installIo(loop: *Loop, fd: i32, read: bool, h: *Handle) bool {
 
 // ---------------------------------------------------------- sock_* waits
 
-/// `_sock_wait(fd, write, ready, *args)` -> a new future. Installs
-/// `ready(fut, fd, *args)` as fd's reader (writer if `write`), one-shot:
-/// it runs on each readiness until it returns True (it finished `fut`, or
-/// found it done), then leaves the watcher with no syscall. As asyncio's
-/// add_reader in `sock_recv`, it replaces a reader already there.
+/// `_sock_wait(fd, write, ready, sock, *args)` -> a new future. Installs
+/// `ready(fut, fd, sock, *args)` as fd's reader (writer if `write`),
+/// one-shot: it runs on each readiness until it returns True (it finished
+/// `fut`, or found it done), then leaves the watcher with no syscall. As
+/// asyncio's add_reader in `sock_recv`, it replaces a reader already
+/// there. `sock` is the object `fd` came from: `ready` makes its syscall
+/// only while `sock` still stands for `fd`, and a newcomer on `fd` ends the
+/// wait with OSError(EBADF) once it no longer does (`evictStale`).
 pub fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
-    if (nargs < 3 or nargs > 1 + handle.inline_args) {
-        return py.raise(c.PyExc_TypeError, "_sock_wait(fd, write, ready, *args): wrong arguments");
+    if (nargs < 4 or nargs > 1 + handle.inline_args) {
+        return py.raise(c.PyExc_TypeError, "_sock_wait(fd, write, ready, sock, *args): wrong arguments");
     }
     if (!checkClosed(loop)) return null;
     const fd = parseFd(args[0]) orelse return null;
@@ -655,6 +723,7 @@ pub fn sockWait(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) c
         py.decref(fut);
         return null;
     };
+    h.owner = py.newref(args[3].?);
     if (!installIo(loop, fd, write == 0, h)) {
         py.decref(fut);
         return null;
@@ -773,11 +842,19 @@ fn removeIoM(self: ?*Obj, fd_obj: ?*Obj, read: bool) ?*Obj {
 }
 
 fn addReader(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    return addIo(self, args, nargs, true);
+    return addIo(self, args, nargs, true, null);
 }
 
 fn addWriter(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    return addIo(self, args, nargs, false);
+    return addIo(self, args, nargs, false, null);
+}
+
+fn addReaderFor(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    return addIoFor(self, args, nargs, true);
+}
+
+fn addWriterFor(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    return addIoFor(self, args, nargs, false);
 }
 
 fn removeReader(self: ?*Obj, fd: ?*Obj) callconv(.c) ?*Obj {
@@ -1110,6 +1187,8 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_recv_buffers", recvBuffers, null),
     py.methodFast("_add_reader", addReader, null),
     py.methodFast("_add_writer", addWriter, null),
+    py.methodFast("_add_reader_for", addReaderFor, null),
+    py.methodFast("_add_writer_for", addWriterFor, null),
     py.methodFast("sock_recv", sockcall.sockRecv, "sock_recv($self, sock, n)\n--\n\nReceive up to n bytes from a non-blocking socket (a coroutine)."),
     py.methodFast("sock_sendall", sockcall.sockSendall, "sock_sendall($self, sock, data)\n--\n\nSend all of data on a non-blocking socket (a coroutine)."),
     py.methodFast("_sock_wait", sockWait, null),

@@ -14,6 +14,7 @@ const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
 const fileops = @import("fileops.zig");
 const server = @import("server.zig");
+const borrowed = @import("borrowed.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
 /// cold-path helpers and asyncio's futures and tasks modules (whose current
@@ -52,7 +53,7 @@ export fn PyInit__zloop() ?*Obj {
     def.m_methods = &methods;
     const m = c.PyModule_Create2(&def, c.PYTHON_API_VERSION) orelse return null;
     state.init();
-    if (!handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
+    if (!borrowed.init() or !handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
         !sockops.initFunctions(m) or !sockcall.initType(m)) {
         py.decref(m);
         return null;

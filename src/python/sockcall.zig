@@ -114,18 +114,18 @@ fn start(s: *SockCall, out: *?*Obj) c.PySendResult {
     }
     const fd = loop_mod.parseFd(fd_obj) orelse return c.PYGEN_ERROR;
     return switch (s.op) {
-        .recv => startRecv(s, out),
+        .recv => startRecv(s, fd, out),
         .sendall => startSendall(s, fd, out),
     };
 }
 
-fn startRecv(s: *SockCall, out: *?*Obj) c.PySendResult {
-    switch (sockops.recvBytes(s.fd_obj, s.arg) orelse return c.PYGEN_ERROR) {
+fn startRecv(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
+    switch (sockops.recvBytes(s.sock.?, fd, s.arg) orelse return c.PYGEN_ERROR) {
         .data => |data| {
             out.* = data;
             return c.PYGEN_RETURN;
         },
-        .would_block => return wait(s, false, recv_ready.?, &.{s.arg.?}, out),
+        .would_block => return wait(s, false, recv_ready.?, s.arg.?, out),
         .failed => |errno| {
             _ = py.raiseErrno(errno);
             return c.PYGEN_ERROR;
@@ -136,7 +136,7 @@ fn startRecv(s: *SockCall, out: *?*Obj) c.PySendResult {
 fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
     const data = s.arg.?;
     var len: usize = undefined;
-    const sent: usize = switch (sockops.sendFrom(fd, data, 0, &len) orelse return c.PYGEN_ERROR) {
+    const sent: usize = switch (sockops.sendFrom(s.sock.?, fd, data, 0, &len) orelse return c.PYGEN_ERROR) {
         .upto => |n| n,
         .would_block => 0,
         .failed => |errno| {
@@ -148,25 +148,21 @@ fn startSendall(s: *SockCall, fd: i32, out: *?*Obj) c.PySendResult {
         out.* = py.newref(py.none());
         return c.PYGEN_RETURN;
     }
-    // The rest goes from the ready callback: a view of the data and, in a
-    // one-item list, how much of it is sent.
+    // The rest goes from the ready callback: `[view of the data, sent]`.
     const view_obj = c.PyMemoryView_FromObject(data) orelse return c.PYGEN_ERROR;
     defer py.decref(view_obj);
-    const pos = c.Py_BuildValue("[n]", @as(py.Ssize, @intCast(sent))) orelse return c.PYGEN_ERROR;
-    defer py.decref(pos);
-    return wait(s, true, sendall_ready.?, &.{ view_obj, pos }, out);
+    const sent_n: py.Ssize = @intCast(sent);
+    const progress = c.Py_BuildValue("[On]", view_obj, sent_n) orelse return c.PYGEN_ERROR;
+    defer py.decref(progress);
+    return wait(s, true, sendall_ready.?, progress, out);
 }
 
-/// Waits on a future finished by `ready(fut, fd, *extra)` and yields it.
-fn wait(s: *SockCall, write: bool, ready: *Obj, extra: []const *Obj, out: *?*Obj) c.PySendResult {
+/// Waits on a future finished by `ready(fut, fd, sock, extra)` and yields it.
+fn wait(s: *SockCall, write: bool, ready: *Obj, extra: *Obj, out: *?*Obj) c.PySendResult {
     const flag = py.boolean(write);
     defer py.decref(flag);
-    var argv: [5]?*Obj = undefined;
-    argv[0] = s.fd_obj;
-    argv[1] = flag;
-    argv[2] = ready;
-    for (extra, 0..) |e, i| argv[3 + i] = e;
-    const fut = loop_mod.sockWait(s.loop, &argv, @intCast(3 + extra.len), null) orelse return c.PYGEN_ERROR;
+    const argv = [_]?*Obj{ s.fd_obj, flag, ready, s.sock, extra };
+    const fut = loop_mod.sockWait(s.loop, &argv, argv.len, null) orelse return c.PYGEN_ERROR;
     const waiter = awaitIter(fut) orelse {
         stopWatching(s.fd_obj.?, fut, s.loop.?);
         py.decref(fut);

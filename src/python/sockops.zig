@@ -1,14 +1,19 @@
 //! Native readiness callbacks for the `sock_*` coroutines. `zloop._net`
 //! (or, for sock_recv and sock_sendall, `sockcall.zig`) tries the syscall
 //! first and, when it would block, installs one of these
-//! with `LoopCore._sock_wait` (args: the future, the fd, ...): the syscall
-//! then runs here, when the fd is ready, and completes the future with no
-//! Python frame in between. Each returns True once the wait is over (the
-//! future finished here, or found done: cancelled) and False to keep
-//! waiting. As asyncio's `_sock_recv` and friends: EAGAIN/EINTR wait for
-//! the next readiness, any other errno becomes the future's OSError.
+//! with `LoopCore._sock_wait` (args: the future, the fd, the socket, ...):
+//! the syscall then runs here, when the fd is ready, and completes the
+//! future with no Python frame in between. Each returns True once the wait
+//! is over (the future finished here, or found done: cancelled) and False
+//! to keep waiting. As asyncio's `_sock_recv` and friends: EAGAIN/EINTR
+//! wait for the next readiness, any other errno becomes the future's
+//! OSError. The socket is the user's: a syscall goes to the fd only while
+//! the socket still stands for it (`borrowed.fdFor`); once it was closed,
+//! the call fails with EBADF, as the socket's own `recv`/`send` would, and
+//! never touches a file that took the number since.
 const std = @import("std");
 const py = @import("py.zig");
+const borrowed = @import("borrowed.zig");
 const c = py.c;
 const Obj = py.Obj;
 const linux = std.os.linux;
@@ -119,13 +124,13 @@ fn keepSpare(o: *Obj) void {
     spare = o;
 }
 
-/// recv() straight into a `bytes` of at least `n`, shrunk in place to what
-/// arrived (the object is exactly what arrived, as socket.recv's). `n` 0
-/// gives b"" with no syscall, as socket.recv(0) does (the kernel would
-/// say EAGAIN on an empty socket and the wait would last until data came).
-/// Null with the Python error set on a bad argument or no memory.
-pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
-    const fd = parseFd(fd_obj) orelse return null;
+/// recv() from `sock`'s `fd` straight into a `bytes` of at least `n`,
+/// shrunk in place to what arrived (the object is exactly what arrived, as
+/// socket.recv's). `n` 0 gives b"" with no syscall, as socket.recv(0) does
+/// (the kernel would say EAGAIN on an empty socket and the wait would last
+/// until data came). Null with the Python error set on a bad argument or
+/// no memory.
+pub fn recvBytes(sock: *Obj, fd: i32, n_obj: ?*Obj) ?Received {
     // As socket.recv's argument: __index__, whose own error propagates.
     const n_int = c.PyNumber_Index(n_obj) orelse return null;
     defer py.decref(n_int);
@@ -137,7 +142,7 @@ pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     if (n == 0) return .{ .data = c.PyBytes_FromStringAndSize(null, 0) orelse return null };
     var data: ?*Obj = receiveBuffer(@intCast(n)) orelse return null;
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data.?));
-    const rc = linux.recvfrom(fd, buf, @intCast(n), 0, null, null);
+    const rc = linux.recvfrom(borrowed.fdFor(sock, fd), buf, @intCast(n), 0, null, null);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => {
@@ -153,31 +158,32 @@ pub fn recvBytes(fd_obj: ?*Obj, n_obj: ?*Obj) ?Received {
     return .{ .data = data.? };
 }
 
-/// `_sock_recv_ready(fut, fd, n)`.
+/// `_sock_recv_ready(fut, fd, sock, n)`.
 fn recvReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (!checkArgs(nargs, 3, "_sock_recv_ready")) return null;
+    if (!checkArgs(nargs, 4, "_sock_recv_ready")) return null;
     const fut = args[0].?;
     if (futureDone(fut) orelse return null) return over();
-    return orFail(fut, recvOnce(fut, args[1], args[2]));
+    return orFail(fut, recvOnce(fut, args[1], args[2].?, args[3]));
 }
 
-fn recvOnce(fut: *Obj, fd_obj: ?*Obj, n_obj: ?*Obj) ?*Obj {
-    return switch (recvBytes(fd_obj, n_obj) orelse return null) {
+fn recvOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, n_obj: ?*Obj) ?*Obj {
+    const fd = parseFd(fd_obj) orelse return null;
+    return switch (recvBytes(sock, fd, n_obj) orelse return null) {
         .data => |data| resolve(fut, data),
         .would_block => pending(),
         .failed => |errno| reject(fut, errno),
     };
 }
 
-/// `_sock_recv_into_ready(fut, fd, buf)`.
+/// `_sock_recv_into_ready(fut, fd, sock, buf)`.
 fn recvIntoReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (!checkArgs(nargs, 3, "_sock_recv_into_ready")) return null;
+    if (!checkArgs(nargs, 4, "_sock_recv_into_ready")) return null;
     const fut = args[0].?;
     if (futureDone(fut) orelse return null) return over();
-    return orFail(fut, recvIntoOnce(fut, args[1], args[2].?));
+    return orFail(fut, recvIntoOnce(fut, args[1], args[2].?, args[3].?));
 }
 
-fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, buf: *Obj) ?*Obj {
+fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, buf: *Obj) ?*Obj {
     const fd = parseFd(fd_obj) orelse return null;
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(buf, &view, c.PyBUF_WRITABLE) < 0) {
@@ -186,7 +192,9 @@ fn recvIntoOnce(fut: *Obj, fd_obj: ?*Obj, buf: *Obj) ?*Obj {
         c.PyErr_Clear();
         return c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %s", c.Py_TYPE(buf).*.tp_name);
     }
-    const rc = linux.recvfrom(fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    // Asked after the export, which may run Python code (`__buffer__`).
+    const to = borrowed.fdFor(sock, fd);
+    const rc = linux.recvfrom(to, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
     c.PyBuffer_Release(&view);
     switch (linux.errno(rc)) {
         .SUCCESS => {},
@@ -205,17 +213,19 @@ pub const Sent = union(enum) {
     failed: u16,
 };
 
-/// One send() of bytes-like `data` from offset `start` (clamped to its
-/// end); `len` gets the data's size. Null with the Python error set when
-/// `data` has no buffer.
-pub fn sendFrom(fd: i32, data: *Obj, start: usize, len: *usize) ?Sent {
+/// One send() on `sock`'s `fd` of bytes-like `data` from offset `start`
+/// (clamped to its end); `len` gets the data's size. Null with the Python
+/// error set when `data` has no buffer.
+pub fn sendFrom(sock: *Obj, fd: i32, data: *Obj, start: usize, len: *usize) ?Sent {
     var view: c.Py_buffer = undefined;
     if (c.PyObject_GetBuffer(data, &view, c.PyBUF_SIMPLE) < 0) return null;
     defer c.PyBuffer_Release(&view);
     const all: [*]const u8 = @ptrCast(view.buf);
     len.* = @intCast(view.len);
     const from: usize = @min(start, len.*);
-    const rc = linux.sendto(fd, all + from, len.* - from, linux.MSG.NOSIGNAL, null, 0);
+    // Asked after the export, which may run Python code (`__buffer__`).
+    const to = borrowed.fdFor(sock, fd);
+    const rc = linux.sendto(to, all + from, len.* - from, linux.MSG.NOSIGNAL, null, 0);
     return switch (linux.errno(rc)) {
         .SUCCESS => .{ .upto = from + rc },
         .AGAIN, .INTR => .would_block,
@@ -223,8 +233,8 @@ pub fn sendFrom(fd: i32, data: *Obj, start: usize, len: *usize) ?Sent {
     };
 }
 
-/// `_sock_sendall_ready(fut, fd, data, pos)`: `pos` is a one-item list
-/// holding how much of `data` is already sent.
+/// `_sock_sendall_ready(fut, fd, sock, progress)`: `progress` is the list
+/// `[data, sent]`, what to send and how much of it is sent already.
 fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     if (!checkArgs(nargs, 4, "_sock_sendall_ready")) return null;
     const fut = args[0].?;
@@ -232,22 +242,26 @@ fn sendallReady(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) call
     return orFail(fut, sendallOnce(fut, args[1], args[2].?, args[3].?));
 }
 
-fn sendallOnce(fut: *Obj, fd_obj: ?*Obj, data: *Obj, pos_list: *Obj) ?*Obj {
+fn sendallOnce(fut: *Obj, fd_obj: ?*Obj, sock: *Obj, progress: *Obj) ?*Obj {
     const fd = parseFd(fd_obj) orelse return null;
-    if (c.PyList_Check(pos_list) == 0 or c.PyList_Size(pos_list) != 1) {
-        return py.raise(c.PyExc_TypeError, "_sock_sendall_ready(): pos must be a one-item list");
+    if (c.PyList_Check(progress) == 0 or c.PyList_Size(progress) != 2) {
+        const msg = "_sock_sendall_ready(): progress must be a list [data, sent]";
+        return py.raise(c.PyExc_TypeError, msg);
     }
-    const start = c.PyLong_AsSsize_t(c.PyList_GetItem(pos_list, 0));
+    const data = c.PyList_GetItem(progress, 0) orelse return null;
+    py.incref(data); // the list may drop it while its buffer is exported
+    defer py.decref(data);
+    const start = c.PyLong_AsSsize_t(c.PyList_GetItem(progress, 1));
     if (start < 0) return if (c.PyErr_Occurred() != null) null else py.raise(c.PyExc_ValueError, "bad position");
     var len: usize = undefined;
-    const now = switch (sendFrom(fd, data, @intCast(start), &len) orelse return null) {
+    const now = switch (sendFrom(sock, fd, data, @intCast(start), &len) orelse return null) {
         .upto => |n| n,
         .would_block => return pending(),
         .failed => |errno| return reject(fut, errno),
     };
     if (now == len) return resolve(fut, py.newref(py.none()));
     const pos = c.PyLong_FromSize_t(now) orelse return null;
-    if (c.PyList_SetItem(pos_list, 0, pos) < 0) return null; // steals `pos`
+    if (c.PyList_SetItem(progress, 1, pos) < 0) return null; // steals `pos`
     return pending();
 }
 

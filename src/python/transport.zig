@@ -42,6 +42,7 @@ const state = @import("state.zig");
 const handle = @import("handle.zig");
 const sockaddr = @import("sockaddr.zig");
 const server = @import("server.zig");
+const borrowed = @import("borrowed.zig");
 const shared = transport_methods.Methods(@This());
 const linux = std.os.linux;
 
@@ -150,6 +151,22 @@ pub const Inner = struct {
     /// queued.
     lost_exc: ?*Obj = null,
     lost_ctx: ?*Obj = null,
+    /// The user's socket this transport works on (`create_connection(sock=)`
+    /// and the like; owned), or null for one the loop made or accepted,
+    /// which user code only sees through `TransportSocket` and cannot
+    /// close. Its fd is asked for before each system call (`sysFd`) and
+    /// registration (`updateInterest`), so a close() by user code makes
+    /// the next one fail with EBADF, as on asyncio, and never reach the
+    /// file that took the number since (borrowed.zig). Its watcher is
+    /// borrowed and reads are never native receives: on io_uring nothing
+    /// in the ring holds the file, so the close really closes.
+    sock_owner: ?*Obj = null,
+
+    /// The fd to make a system call on: `w.fd`, or -1 (the call fails
+    /// with EBADF) once the user's socket no longer stands for it.
+    pub inline fn sysFd(in: *const Inner) i32 {
+        return borrowed.fdFor(in.sock_owner, in.w.fd);
+    }
 
     fn pending(in: *const Inner) usize {
         return in.wq.size;
@@ -478,6 +495,7 @@ const Names = struct {
     socket: *Obj,
     sendfile_lost: *Obj,
     warn_unclosed: *Obj,
+    msg_gone: *Obj,
 };
 var names: Names = undefined;
 
@@ -594,13 +612,19 @@ pub fn updateInterest(t: *Transport) void {
     };
     // Small reads into the loop's buffers come as native receives where
     // the backend has them (see `onRecv`); large ones, and a buffered
-    // protocol's, are read the usual way.
-    in.w.recv = !in.buffered and !in.big_reads and l.recv_pool.ready(&l.reactor);
+    // protocol's, are read the usual way, as are a user's socket's (see
+    // `Inner.sock_owner`).
+    in.w.recv = !in.buffered and !in.big_reads and in.sock_owner == null and
+        l.recv_pool.ready(&l.reactor);
     if (in.closing) releaseRx(in, l);
     // Receives held over a pause go out once reading resumes (as asyncio
     // re-registers its reader); an allocation failure here leaves them for
     // the next receive's dispatch.
     if (want.read and in.rxPending()) shared.queueIo(in) catch {};
+    // A user's socket closed under the transport is registered no more:
+    // its number may stand for another file now. The next send or
+    // receive fails with EBADF, as asyncio's would.
+    if (in.sysFd() < 0) return;
     // epoll_ctl fails only on an fd closed under the transport; the next
     // send/recv reports that as the error asyncio would.
     l.reactor.setInterest(&in.w, want) catch {};
@@ -888,7 +912,7 @@ fn readReady(t: *Transport) core.RunError!void {
     const spare = takeBuffer(&l.read_spare, read_spare_bytes) orelse
         return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
-    const rc = linux.recvfrom(in.w.fd, buf, read_spare_bytes, 0, null, null);
+    const rc = linux.recvfrom(in.sysFd(), buf, read_spare_bytes, 0, null, null);
     const failed = errnoOf(rc);
     if (!rest) in.big_reads = failed == .SUCCESS and rc > read_exact_bytes;
     const copy_max: usize = if (in.keeps_data) read_copy_bytes else read_exact_bytes;
@@ -937,7 +961,7 @@ fn readLent(t: *Transport) core.RunError!void {
     const lent = takeBuffer(&l.read_lent, read_lent_bytes) orelse
         return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(lent));
-    const rc = linux.recvfrom(in.w.fd, buf, read_lent_bytes, 0, null, null);
+    const rc = linux.recvfrom(in.sysFd(), buf, read_lent_bytes, 0, null, null);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => return giveBack(l, &l.read_lent, lent, read_lent_bytes),
@@ -975,14 +999,14 @@ fn readLent(t: *Transport) core.RunError!void {
 fn readExact(t: *Transport) core.RunError!bool {
     const in = t.inner.?;
     var queued: c_int = 0;
-    if (errnoOf(linux.ioctl(in.w.fd, linux.T.FIONREAD, @intFromPtr(&queued))) != .SUCCESS) return false;
+    if (errnoOf(linux.ioctl(in.sysFd(), linux.T.FIONREAD, @intFromPtr(&queued))) != .SUCCESS) return false;
     if (queued <= read_exact_bytes or queued > read_copy_bytes) return false;
     const n: usize = @intCast(queued);
     var data: ?*Obj = c.PyBytes_FromStringAndSize(null, @intCast(n)) orelse {
         try fatalFromPending(t, names.msg_read);
         return true;
     };
-    const rc = linux.recvfrom(in.w.fd, @ptrCast(c.PyBytes_AsString(data)), n, 0, null, null);
+    const rc = linux.recvfrom(in.sysFd(), @ptrCast(c.PyBytes_AsString(data)), n, 0, null, null);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => {
@@ -1100,7 +1124,7 @@ fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
 fn readBuffered(t: *Transport) core.RunError!void {
     var view: c.Py_buffer = undefined;
     if (!try getBuffer(t, &view)) return;
-    const rc = linux.recvfrom(t.inner.?.w.fd, @ptrCast(view.buf), @intCast(view.len), 0, null, null);
+    const rc = linux.recvfrom(t.inner.?.sysFd(), @ptrCast(view.buf), @intCast(view.len), 0, null, null);
     c.PyBuffer_Release(&view);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
@@ -1133,7 +1157,7 @@ fn writeReady(t: *Transport) core.RunError!void {
     }
     // One sendmsg per writable event, as asyncio's `_write_sendmsg`.
     var iov: [iov_max]std.posix.iovec_const = undefined;
-    const rc = sendIov(in.w.fd, iov[0..in.wq.gather(&iov)]);
+    const rc = sendIov(in.sysFd(), iov[0..in.wq.gather(&iov)]);
     switch (errnoOf(rc)) {
         .SUCCESS => {},
         .AGAIN, .INTR => return,
@@ -1153,7 +1177,7 @@ fn writeReady(t: *Transport) core.RunError!void {
             if (!scheduleConnectionLost(t, py.none())) try pendingToRun(t);
         }
     } else if (in.eof) {
-        _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
+        _ = linux.shutdown(in.sysFd(), linux.SHUT.WR);
     }
 }
 
@@ -1200,11 +1224,13 @@ const ReadMode = struct {
     }
 };
 
-/// `_setup(loop, fd, protocol, reads)`: registers the fd with the
+/// `_setup(loop, fd, protocol, reads, sock)`: registers the fd with the
 /// loop's reactor (no interest yet) and takes the reactor's reference.
+/// `sock` is the user's socket the fd came from (see `Inner.sock_owner`),
+/// or None for the loop's own.
 fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
-    if (nargs != 4) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, reads)");
+    if (nargs != 5) return py.raise(c.PyExc_TypeError, "_setup(loop, fd, protocol, reads, sock)");
     if (t.inner != null) return py.raise(c.PyExc_RuntimeError, "transport already set up");
     const loop_obj = args[0].?;
     if (c.PyObject_TypeCheck(loop_obj, &loop_mod.LoopType) == 0) {
@@ -1218,16 +1244,24 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
     const fd: i32 = @intCast(fd_long);
     const reads = ReadMode.parse(args[3].?) orelse return null;
     const registered = loop_mod.claimFd(l, fd) orelse return null;
+    const sock_owner: ?*Obj = if (py.isNone(args[4])) null else args[4].?;
     const in = gpa.create(Inner) catch return c.PyErr_NoMemory();
     in.* = .{
         .owner = t,
-        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
+        .w = .{
+            .fd = fd,
+            .on_ready = shared.onReady,
+            .registered = registered,
+            .borrowed = sock_owner != null,
+        },
     };
     l.reactor.attach(&in.w) catch |err| {
         gpa.destroy(in);
         return loop_mod.attachFailed(err);
     };
-    reads.apply(in); // after anything that fails: it takes a reference
+    // After anything that fails: these take references.
+    reads.apply(in);
+    if (sock_owner) |o| in.sock_owner = py.newref(o);
     in.attached = true;
     t.inner = in;
     py.clear(&t.loop);
@@ -1257,6 +1291,17 @@ fn leave(t: *Transport) void {
         if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
         py.decref(py.obj(t));
     }
+}
+
+pub const evictIfStale = shared.evictIfStale;
+
+/// An evicted transport's failure (`shared.evictIfStale`): the EBADF its
+/// next send would meet, through `_fatal_error`: connection_lost with
+/// OSError(EBADF) next pass. False with the Python error set when it must
+/// abort the caller.
+pub fn failGone(t: *Transport) bool {
+    fatalErrno(t, @intFromEnum(linux.E.BADF), names.msg_gone) catch return false;
+    return true;
 }
 
 /// Called by the loop's close() for a transport still registered: the
@@ -1988,7 +2033,7 @@ fn write(self: ?*Obj, data: ?*Obj) callconv(.c) ?*Obj {
     if (in.conn_lost > 0) return writeAfterLost(t);
     var sent: usize = 0;
     if (in.pending() == 0) {
-        const rc = sendRaw(in.w.fd, all);
+        const rc = sendRaw(in.sysFd(), all);
         switch (errnoOf(rc)) {
             .SUCCESS => sent = rc,
             .AGAIN, .INTR => {},
@@ -2036,10 +2081,11 @@ fn uncork(t: *Transport) bool {
     // Lost meanwhile (a fatal error, _force_close): dropped as a buffer is.
     if (in.conn_lost > 0) return true;
     std.debug.assert(in.pending() == 0);
+    const fd = in.sysFd();
     const rc = if (k.n == 1)
-        sendRaw(in.w.fd, k.iov[0].base[0..k.iov[0].len])
+        sendRaw(fd, k.iov[0].base[0..k.iov[0].len])
     else
-        sendIov(in.w.fd, k.iov[0..k.n]);
+        sendIov(fd, k.iov[0..k.n]);
     var sent: usize = 0;
     switch (errnoOf(rc)) {
         .SUCCESS => sent = rc,
@@ -2268,7 +2314,7 @@ fn writeViews(t: *Transport, views: []const c.Py_buffer) ?*Obj {
     if (in.conn_lost > 0) return writeAfterLost(t);
     var at: Cursor = .{};
     if (in.pending() == 0) {
-        const errno = sendViews(in.w.fd, views, &at);
+        const errno = sendViews(in.sysFd(), views, &at);
         if (errno != 0) return writeFailed(t, errno);
         if (at.item == views.len) return py.newref(py.none());
     }
@@ -2374,7 +2420,7 @@ fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     if (in.closing or in.eof) return py.newref(py.none());
     if (!uncork(py.cast(Transport, self.?))) return null;
     in.eof = true;
-    if (in.pending() == 0) _ = linux.shutdown(in.w.fd, linux.SHUT.WR);
+    if (in.pending() == 0) _ = linux.shutdown(in.sysFd(), linux.SHUT.WR);
     return py.newref(py.none());
 }
 
@@ -2499,7 +2545,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         if (rc != 0) return rc;
     };
     const in = t.inner orelse return 0;
-    const held_names = .{ in.context, in.sendfile_writer, in.fixed_buffer, in.start_cb, in.start_ctx, in.lost_exc, in.lost_ctx };
+    const held_names = .{ in.context, in.sendfile_writer, in.fixed_buffer, in.sock_owner, in.start_cb, in.start_ctx, in.lost_exc, in.lost_ctx };
     inline for (held_names) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
@@ -2552,7 +2598,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         // closed it if it ran (a subclass's dealloc runs it); else here.
         if (in.lazy.sock and !t.lost) _ = linux.close(in.w.fd);
         in.lazy.release();
-        inline for (.{ "context", "sendfile_writer", "fixed_buffer", "start_cb", "start_ctx", "lost_exc", "lost_ctx" }) |f| py.clear(&@field(in, f));
+        const owned = .{ "context", "sendfile_writer", "fixed_buffer", "sock_owner", "start_cb", "start_ctx", "lost_exc", "lost_ctx" };
+        inline for (owned) |f| py.clear(&@field(in, f));
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);
         in.cork.release();
@@ -2649,6 +2696,7 @@ fn initNames() void {
         .socket = py.intern("socket"),
         .sendfile_lost = py.intern("_sendfile_lost"),
         .warn_unclosed = py.intern("_warn_unclosed"),
+        .msg_gone = py.intern("Fatal error on socket transport: its socket was closed"),
     };
 }
 

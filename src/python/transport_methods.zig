@@ -4,9 +4,9 @@
 //! pausing/resuming reading. Each file instantiates `Methods(@This())`; the
 //! file provides `Transport` (a Python object with `loop` and an
 //! `inner: ?*Inner` that is null once the transport is gone), `Inner` (with
-//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high`),
-//! `dispatch(w, ev)`, `innerOrRaise`, `updateInterest`, `captureContext` and
-//! `maybePause`.
+//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high` and
+//! `sysFd()`), `dispatch(w, ev)`, `innerOrRaise`, `updateInterest`,
+//! `captureContext`, `maybePause`, `loopClosing(w)` and `failGone(t)`.
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
@@ -73,6 +73,21 @@ pub fn Methods(comptime M: type) type {
             const in: *M.Inner = @fieldParentPtr("io", io);
             io.queued = false;
             py.decref(py.obj(in.owner));
+        }
+
+        /// loop.zig's `evictStale`: another watcher wants the fd, and the
+        /// user's socket this transport works on no longer stands for it
+        /// (`Inner.sysFd`). The transport leaves the reactor now and fails
+        /// as its next system call would (`M.failGone`). False with the
+        /// Python error set when that failure must abort the caller.
+        pub fn evictIfStale(w: *core.IoWatcher) bool {
+            const in: *M.Inner = @fieldParentPtr("w", w);
+            if (in.sysFd() >= 0) return true;
+            const t = in.owner;
+            py.incref(py.obj(t)); // leaving drops the reactor's reference
+            defer py.decref(py.obj(t));
+            M.loopClosing(w);
+            return M.failGone(t);
         }
 
         pub fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {

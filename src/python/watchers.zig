@@ -27,3 +27,13 @@ pub fn loopClosing(w: *core.IoWatcher) void {
     if (accept.isWatcher(w)) return accept.loopClosing(w);
     transport.loopClosing(w);
 }
+
+/// Another watcher wants `w`'s fd: if `w`'s transport or server works on a
+/// socket user code has closed since (loop.zig's `evictStale`), it fails
+/// as its next system call would and leaves the reactor. False with the
+/// Python error set when that failure raised.
+pub fn evictIfStale(w: *core.IoWatcher) bool {
+    if (datagram.isWatcher(w)) return datagram.evictIfStale(w);
+    if (accept.isWatcher(w)) return accept.evictIfStale(w);
+    return transport.evictIfStale(w);
+}

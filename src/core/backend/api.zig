@@ -5,6 +5,19 @@
 //! poll request per interest and turning completions into `Event`s; its
 //! native receives (`Arm.recv`, `Event.recv`) extend the contract, they do
 //! not replace it.
+//!
+//! Two duties a backend may take over from the reactor, declared by two
+//! constants every backend has:
+//!   `wakes_itself`      true: it wakes a blocked `poll` from another thread
+//!                       with `wake()` (kqueue: EVFILT_USER) and reports that
+//!                       as an `Event` on `wake_fd`. False: the reactor
+//!                       watches an eventfd (a pipe when portable) through
+//!                       the backend like any fd.
+//!   `watches_children`  true: it watches child exits itself
+//!                       (`watchChild`/`unwatchChild`, kqueue's
+//!                       EVFILT_PROC) and reports each as an `Event` on
+//!                       `childEventFd`. False: the reactor watches a
+//!                       pidfd through the backend like any fd (Linux).
 const std = @import("std");
 
 /// Which directions the reactor wants to hear about for one fd.
@@ -19,10 +32,11 @@ pub const Interest = packed struct(u2) {
 
 /// How `setInterest` arms a registration.
 pub const Arm = struct {
-    /// Disarm after one event until armed again: EPOLLONESHOT, or an
-    /// io_uring poll that is not re-armed when it completes. Honoured only
-    /// by a backend whose `has_oneshot` is true; the reactor asks for it
-    /// only there.
+    /// Disarm after one event until armed again: EPOLLONESHOT, an
+    /// io_uring poll that is not re-armed when it completes, or kqueue's
+    /// EV_DISPATCH (both directions at once, as one epoll entry). Honoured
+    /// only by a backend whose `has_oneshot` is true; the reactor asks for
+    /// it only there.
     oneshot: bool = false,
     /// The kernel may still hold a (disarmed) entry for this fd from an
     /// earlier one-shot registration, so arming it again is a modification
@@ -68,12 +82,62 @@ pub const Event = struct {
     recv: ?Recv = null,
 };
 
+/// The fd of the `Event` a backend that `wakes_itself` reports when woken;
+/// no real fd has it.
+pub const wake_fd: i32 = -1;
+
+/// The fd of the `Event` a backend that `watches_children` reports when
+/// the child of watch `serial` has exited: -2 and below, never a real fd
+/// nor `wake_fd`.
+pub fn childEventFd(serial: u32) i32 {
+    std.debug.assert(serial <= max_child_serial);
+    return -2 - @as(i32, @intCast(serial));
+}
+
+/// The watch serial an `Event`'s fd names, or null for any other fd.
+pub fn childSerial(fd: i32) ?u32 {
+    if (fd > -2) return null;
+    return @intCast(-2 - @as(i64, fd));
+}
+
+/// The largest serial `childEventFd` encodes.
+pub const max_child_serial: u32 = std.math.maxInt(i32) - 1;
+
+/// One child-exit watch as a backend that `watches_children` sees it. The
+/// reactor owns it and keeps it alive until its exit is reported or it is
+/// unwatched.
+pub const ChildExit = struct {
+    pid: i32,
+    /// Reported back as `childEventFd(serial)`.
+    serial: u32,
+    /// The wait status (as waitpid(2) gives it), written by the backend
+    /// before it reports the exit; null when the kernel did not say.
+    status: ?u32 = null,
+};
+
 /// Compile-time proof that `B` offers the whole backend API.
 pub fn check(comptime B: type) void {
-    const required = [_][]const u8{ "init", "deinit", "setInterest", "poll", "has_oneshot" };
+    const required = [_][]const u8{
+        "init", "deinit", "setInterest", "poll", "has_oneshot", "wakes_itself", "watches_children",
+    };
     inline for (required) |decl| {
         if (!@hasDecl(B, decl)) @compileError("backend lacks " ++ decl);
     }
+    if (B.wakes_itself and !@hasDecl(B, "wake")) @compileError("a backend that wakes itself has wake()");
+    if (B.watches_children) {
+        inline for (.{ "watchChild", "unwatchChild" }) |decl| {
+            if (!@hasDecl(B, decl)) @compileError("a backend that watches children has " ++ decl);
+        }
+    }
+}
+
+test "child event fds never collide with real fds or the wake-up" {
+    try std.testing.expect(childEventFd(0) < wake_fd);
+    try std.testing.expectEqual(@as(?u32, 0), childSerial(childEventFd(0)));
+    try std.testing.expectEqual(@as(?u32, max_child_serial), childSerial(childEventFd(max_child_serial)));
+    try std.testing.expectEqual(@as(?u32, null), childSerial(wake_fd));
+    try std.testing.expectEqual(@as(?u32, null), childSerial(0));
+    try std.testing.expectEqual(@as(i32, std.math.minInt(i32)), childEventFd(max_child_serial));
 }
 
 /// `b.poll` for tests that block: a wait ends early with `error.Interrupted`

@@ -15,6 +15,11 @@ pub const Backend = struct {
     /// after its event, and `CTL_MOD` re-enables it.
     pub const has_oneshot = true;
 
+    /// The reactor wakes it through an fd it watches, and watches child
+    /// exits through pidfds.
+    pub const wakes_itself = false;
+    pub const watches_children = false;
+
     epfd: sys.fd_t,
     buf: [max_events]linux.epoll_event = undefined,
 

@@ -160,6 +160,10 @@ pub const Backend = struct {
     /// not re-armed when its completion arrives.
     pub const has_oneshot = true;
 
+    /// As epoll: woken through a watched fd, children through pidfds.
+    pub const wakes_itself = false;
+    pub const watches_children = false;
+
     ring: IoUring,
     /// Indexed by fd. Grows by doubling when a larger fd registers: the
     /// only allocation, never per pass. `api` gives `init` no allocator, so
@@ -419,20 +423,23 @@ pub const Backend = struct {
         const waited = try b.enter(timeout_ms);
         const got = b.ring.copy_cqes(b.cqes[0..want], 0) catch return error.Unexpected;
         var n: usize = 0;
-        var borrowed_ready = false;
-        for (b.cqes[0..got]) |cqe| {
+        for (b.cqes[0..got], 0..) |cqe, i| {
             const ud: UserData = @bitCast(cqe.user_data);
             if (ud.kind == .epoll) {
                 b.ep_armed = false;
-                borrowed_ready = true;
+                // The borrowed fds' events go where `ep`'s completion
+                // came, in the order the kernel saw readiness (a
+                // connection whose data came first is served first, as
+                // epoll would), leaving room for the completions after
+                // it. What does not fit stays ready in `ep`, whose
+                // re-armed poll completes at once on the next pass.
+                const room_end = want - (got - i - 1);
+                if (n < room_end) n += try b.ep.poll(0, out[n..room_end]);
             } else if (try b.complete(cqe)) |ev| {
                 out[n] = ev;
                 n += 1;
             }
         }
-        // What does not fit stays ready in `ep`, whose re-armed poll
-        // completes at once on the next pass.
-        if (borrowed_ready and n < want) n += try b.ep.poll(0, out[n..want]);
         // A wait that submitted SQEs returns their count even when a signal
         // cut it short, so an empty wake-up is reported as an interruption:
         // the reactor then runs the signal handlers (a no-op if none).
