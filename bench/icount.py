@@ -10,7 +10,9 @@ writes one profile per stretch between markers, so
 with start-up, warm-up, loop creation and the collector's pass cancelled out.
 Lower is better; ratios are shown as baseline ÷ loop, so >1 is cheaper.
 The threadsafe benchmark is left out: how often the loop wakes up depends on
-thread timing, which valgrind's serialised threads distort.
+thread timing, which valgrind's serialised threads distort; threadsafe_post
+counts call_soon_threadsafe's own post and run instead (from the loop's
+thread).
 
 The echo part runs uvloop's unmodified echoserver.py (as echo.py does) under
 callgrind with one client connection making sequential round trips, so that
@@ -46,7 +48,7 @@ import conn_client
 import echo
 import httpbench
 
-BENCHES = ["call_soon", "call_later", "sleep0", "gather"]
+BENCHES = ["call_soon", "call_later", "sleep0", "gather", "threadsafe_post"]
 N_OPS = 3000  # multiple of gather's batch (1000); 3n = 9000
 
 

@@ -49,6 +49,24 @@ def test_close_releases_pending_callbacks(loop):
     assert all(_collected(ref) for ref in refs)
 
 
+def test_close_releases_a_cycle_through_a_pending_handle(loop_factory):
+    """An object that keeps the handle of a timer whose callback refers back
+    to it (an SSLProtocol and its handshake timeout): the loop closes with
+    the timer pending, and nothing else holds either. zloop's handles are
+    not tracked by the collector, so the cycle must be broken by the close
+    (before the fix, the object and anything it held stayed for ever)."""
+
+    class Owner:
+        def __init__(self, schedule):
+            self.handle = schedule(lambda: self)
+
+    loop = loop_factory()
+    refs = [weakref.ref(Owner(lambda cb: loop.call_later(100, cb))),
+            weakref.ref(Owner(loop.call_soon))]
+    loop.close()
+    assert all(_collected(ref) for ref in refs)
+
+
 def test_cancel_releases_arguments_at_once(loop):
     # asyncio's Handle.cancel() drops the callback and its arguments even
     # though the cancelled timer still sits in the loop's queue.

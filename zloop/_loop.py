@@ -508,10 +508,12 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         # Numeric hosts need no resolver: answer inline instead of paying a
         # thread-pool round trip. AI_NUMERICHOST makes libc refuse anything
         # that would need a lookup, and then the executor path takes over.
-        if _numeric_port(port):
+        if _numeric_port(port) and isinstance(flags, int):
             try:
+                # Plain ints: AddressInfo's `|` would turn a negative flags
+                # into every known flag, which libc accepts.
                 return socket.getaddrinfo(
-                    host, port, family, type, proto, flags | socket.AI_NUMERICHOST
+                    host, port, family, type, proto, int(flags) | _AI_NUMERICHOST
                 )
             except socket.gaierror:
                 pass
@@ -523,7 +525,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
 
     async def getnameinfo(self, sockaddr, flags=0):
         numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
-        if flags & numeric == numeric:
+        if isinstance(flags, int) and flags & numeric == numeric:
             return socket.getnameinfo(sockaddr, flags)
         return await self.run_in_executor(None, socket.getnameinfo, sockaddr, flags)
 
@@ -654,6 +656,9 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
             except (ValueError, OSError) as exc:
                 logger.info("set_wakeup_fd(-1) failed: %s", exc)
         return True
+
+
+_AI_NUMERICHOST = int(socket.AI_NUMERICHOST)
 
 
 def _numeric_port(port):

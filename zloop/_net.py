@@ -13,6 +13,7 @@ import asyncio
 import collections.abc
 import contextvars
 import errno
+import itertools
 import logging
 import operator
 import os
@@ -412,16 +413,38 @@ class _Acceptor(AcceptorCore):
 def _interleave_by_family(infos, first_family_count):
     """getaddrinfo() results reordered as RFC 8305 section 4 asks:
     ``first_family_count - 1`` more addresses of the first family, then one
-    of each family in turn (families in order of first appearance)."""
+    of each family in turn (families in order of first appearance). As
+    asyncio's ``_interleave_addrinfos``, the count slices the first family
+    only when it is above 1, so a count that is no integer (1.5, inf)
+    raises TypeError there and one of 1 or less (0.5, NaN) does not."""
     by_family = {}
     for info in infos:
-        by_family.setdefault(info[0], collections.deque()).append(info)
+        by_family.setdefault(info[0], []).append(info)
     queues = list(by_family.values())
-    head = queues[0]
-    reordered = [head.popleft() for _ in range(min(first_family_count - 1, len(head)))]
-    while any(queues):
-        reordered.extend(q.popleft() for q in queues if q)
+    reordered = []
+    if first_family_count > 1:
+        reordered += queues[0][:first_family_count - 1]
+        del queues[0][:first_family_count - 1]
+    for turn in itertools.zip_longest(*queues):
+        reordered.extend(info for info in turn if info is not None)
     return reordered
+
+
+def _staggered_deadline(loop, delay_s):
+    """When the next Happy Eyeballs attempt may start without a failure.
+    A delay that cannot be added to the clock (an object with only
+    `__index__`, an int beyond a float) fails as asyncio's wait_for on it
+    does, inside its race: 3.14's `staggered_race` reports that as an
+    ExceptionGroup (with assertions on, as its `__debug__` check has it)."""
+    try:
+        return loop.time() + delay_s
+    except Exception as exc:
+        if _STAGGERED_GROUPS:
+            raise ExceptionGroup("staggered race failed", [exc]) from None
+        raise
+
+
+_STAGGERED_GROUPS = sys.version_info >= (3, 14) and __debug__
 
 
 def _discard_attempt(task):
@@ -734,7 +757,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                         )
                         attempts.append(latest)
                         running.add(latest)
-                        deadline = self.time() + delay_s
+                        deadline = _staggered_deadline(self, delay_s)
                     else:
                         pending = None
                 if not running:

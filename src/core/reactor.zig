@@ -98,6 +98,45 @@ pub const Hooks = struct {
     on_interrupt: *const fn (*anyopaque) RunError!void,
 };
 
+/// Back-pressure on callbacks posted from other threads (the adapter's
+/// call_soon_threadsafe). Posting costs a producer thread far less than
+/// running the callback costs the loop, so producers would outrun it: the
+/// ready queue, the memory and the lateness of every timer due behind it
+/// would grow without bound (asyncio's producers are held back by the
+/// `send()` and the GIL hand-off each post pays). So a producer that finds
+/// more than `high` posted callbacks waiting blocks until the loop has run
+/// them down to `low`; a bounded wait, and none at all while the loop makes
+/// no progress (it may be blocked on that very producer) beyond one in
+/// every `high` posts. The counts change under the adapter's lock (the
+/// GIL), as the ready queue does; `drained` and `waiters` are atomics
+/// because producers wait on them without that lock.
+pub const Posted = struct {
+    /// Posted and neither run nor dropped yet.
+    pending: usize = 0,
+    /// Bumped, with every waiter woken, when `pending` comes down to `low`
+    /// and when the loop stops or closes: what waiting producers block on.
+    drained: std.atomic.Value(u32) = .init(0),
+    /// Producers blocked in `awaitDrained` (or about to be).
+    waiters: std.atomic.Value(u32) = .init(0),
+    /// `Reactor.ran` when a producer last waited in vain: the loop ran no
+    /// callback the whole time. Until it runs one, producers wait only
+    /// once `pending` reaches `stalled_until`.
+    stalled_ran: ?u64 = null,
+    stalled_until: usize = 0,
+
+    /// Producers that find more waiting than this wait. asyncio's
+    /// producers peak at a few thousand (one producer) to a few tens of
+    /// thousands (eight) under a flood.
+    pub const high: usize = 4096;
+    /// ... until the loop has run the queue down to this.
+    pub const low: usize = 1024;
+    /// The longest one wait lasts: a wait that ends without the loop having
+    /// run a callback marks it stalled (see `stalled_ran`).
+    pub const wait_ns: u64 = 50 * std.time.ns_per_ms;
+
+    pub const Outcome = enum { drained, timed_out };
+};
+
 pub const Reactor = struct {
     gpa: std.mem.Allocator,
     backend: backend.Backend,
@@ -126,6 +165,10 @@ pub const Reactor = struct {
     children: std.ArrayList(*ChildWatcher) = .empty,
     /// The serial the next child watch gets (`api.ChildExit.serial`).
     next_child_serial: u32 = 0,
+    /// Callbacks run so far (wrapping): the loop's progress, as producers
+    /// held back by `posted` see it.
+    ran: u64 = 0,
+    posted: Posted = .{},
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
     pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
@@ -224,6 +267,70 @@ pub const Reactor = struct {
     pub fn wake(r: *Reactor) void {
         if (r.wake_pending.swap(true, .acq_rel)) return;
         if (r.wakesItself()) r.backend.wake() else r.waker.wake();
+    }
+
+    /// Queues `cb` as `callSoon` does, counted as posted from another
+    /// thread (see `Posted`): whoever runs or drops it calls `postedTaken`.
+    pub fn callSoonPosted(r: *Reactor, cb: *Callback) error{OutOfMemory}!void {
+        try r.ready.push(r.gpa, cb);
+        r.posted.pending += 1;
+    }
+
+    /// A posted callback left the queue (to run, or dropped unrun).
+    pub fn postedTaken(r: *Reactor) void {
+        std.debug.assert(r.posted.pending > 0);
+        r.posted.pending -= 1;
+        // Only the step down to `low` wakes: later ones find no waiter
+        // left, or one that registered after it, too late for this one.
+        if (r.posted.pending == Posted.low and r.posted.waiters.load(.monotonic) != 0) {
+            r.releasePosters();
+        }
+    }
+
+    /// Wakes every producer waiting in `awaitDrained`.
+    pub fn releasePosters(r: *Reactor) void {
+        _ = r.posted.drained.fetchAdd(1, .release);
+        sys.futexWakeAll(&r.posted.drained);
+    }
+
+    /// Whether a producer posting now should wait for the loop (called
+    /// under the lock, by a thread that is not the loop's, while it runs).
+    pub fn postersShouldWait(r: *const Reactor) bool {
+        const p = &r.posted;
+        if (p.pending <= Posted.high) return false;
+        if (p.stalled_ran) |stalled| if (stalled == r.ran) return p.pending >= p.stalled_until;
+        return true;
+    }
+
+    /// What a producer reads, under the lock, before `awaitDrained`.
+    pub const PostWait = struct { drained: u32, ran: u64 };
+
+    /// Registers a producer about to wait (under the lock).
+    pub fn postWaitBegin(r: *Reactor) PostWait {
+        _ = r.posted.waiters.fetchAdd(1, .monotonic);
+        return .{ .drained = r.posted.drained.load(.acquire), .ran = r.ran };
+    }
+
+    /// Blocks, WITHOUT the lock, until the loop drains the posted queue to
+    /// `Posted.low` (or stops), or `Posted.wait_ns` passes. Touches only
+    /// atomics: the loop may close meanwhile.
+    pub fn awaitDrained(r: *Reactor, w: PostWait) Posted.Outcome {
+        defer _ = r.posted.waiters.fetchSub(1, .monotonic);
+        const deadline_s = sys.monotonic_s() + @as(f64, @floatFromInt(Posted.wait_ns)) * 1e-9;
+        while (r.posted.drained.load(.acquire) == w.drained) {
+            const left_s = deadline_s - sys.monotonic_s();
+            if (!(left_s > 0)) return .timed_out;
+            sys.futexWait(&r.posted.drained, w.drained, @intFromFloat(left_s * 1e9));
+        }
+        return .drained;
+    }
+
+    /// After `awaitDrained`, under the lock again: a wait that timed out
+    /// while the loop ran no callback marks it stalled.
+    pub fn postWaitEnd(r: *Reactor, w: PostWait, outcome: Posted.Outcome) void {
+        if (outcome != .timed_out or r.ran != w.ran) return;
+        r.posted.stalled_ran = r.ran;
+        r.posted.stalled_until = r.posted.pending +| Posted.high;
     }
 
     pub fn addTimer(r: *Reactor, t: *Timer) error{OutOfMemory}!void {
@@ -330,7 +437,9 @@ pub const Reactor = struct {
         if (r.ready.len > 0 or r.stopping) return 0;
         const next = r.timers.peek() orelse return -1;
         const delay_s = next.when_s - sys.monotonic_s();
-        if (delay_s <= 0) return 0;
+        // NaN too (a timer at NaN): asyncio's `max(0, when - now)` is 0
+        // for it, and the pass below finds it due.
+        if (!(delay_s > 0)) return 0;
         // Round up, as asyncio's selector does, so a timer never wakes early
         // only to sleep again for 0 ms; cap to stay inside i32.
         const ms = @ceil(delay_s * 1000.0);
@@ -404,6 +513,7 @@ pub const Reactor = struct {
         var todo = r.ready.len;
         while (todo > 0) : (todo -= 1) {
             const cb = r.ready.pop().?;
+            r.ran +%= 1;
             const result = cb.run(cb);
             // What the callback deferred goes out even if it aborts the
             // loop (a KeyboardInterrupt must not eat written bytes).
@@ -508,6 +618,8 @@ pub const Reactor = struct {
     /// Runs passes until `stopping` is set, then clears it.
     pub fn runForever(r: *Reactor) (RunError || error{OutOfMemory})!void {
         defer r.stopping = false;
+        // A loop that stops makes no more progress: nobody waits on it.
+        defer if (r.posted.waiters.load(.monotonic) != 0) r.releasePosters();
         r.woke_on_events = false; // a run starts with a poll
         while (true) {
             try r.runOnce();
@@ -681,6 +793,30 @@ fn caseDueTimersFireInOrder(r: *Reactor) !void {
     try std.testing.expect(!r.stopping);
 }
 
+test "a timer at NaN or -inf is due at once; one at +inf caps the wait" {
+    try eachBackend(caseTimersAtOddDeadlines);
+}
+
+fn caseTimersAtOddDeadlines(r: *Reactor) !void {
+    var log: std.ArrayList(u32) = .empty;
+    defer log.deinit(std.testing.allocator);
+    var never: TimerProbe = .{ .log = &log, .id = 3, .reactor = r };
+    never.entry.timer.when_s = std.math.inf(f64);
+    try r.addTimer(&never.entry.timer);
+    try std.testing.expectEqual(@as(i32, 86_400_000), r.timeoutMs());
+    // Asyncio's `max(0, when - now)` waits 0 ms for NaN; an unguarded
+    // conversion of NaN to an int would be undefined (a wait for ever).
+    var nan: TimerProbe = .{ .log = &log, .id = 1, .reactor = r };
+    var past: TimerProbe = .{ .log = &log, .id = 2, .reactor = r, .stop = true };
+    nan.entry.timer.when_s = std.math.nan(f64);
+    past.entry.timer.when_s = -std.math.inf(f64);
+    try r.addTimer(&nan.entry.timer);
+    try r.addTimer(&past.entry.timer);
+    try r.runForever();
+    try std.testing.expectEqualSlices(u32, &.{ 1, 2 }, log.items);
+    r.cancelTimer(&never.entry.timer);
+}
+
 test "wake from another thread unblocks an infinite wait" {
     try eachBackend(caseWakeUnblocksAnInfiniteWait);
 }
@@ -712,6 +848,65 @@ fn caseWakeUnblocksAnInfiniteWait(r: *Reactor) !void {
         if (passes == 100) return error.TestUnexpectedResult;
         try r.runOnce();
     }
+}
+
+/// A callback posted from another thread: taking it off the queue is what
+/// the adapter's posted handles tell the reactor.
+const PostedProbe = struct {
+    cb: Callback = .{ .run = run, .drop = dropNothing },
+    r: *Reactor,
+
+    fn run(cb: *Callback) RunError!void {
+        const p: *PostedProbe = @fieldParentPtr("cb", cb);
+        p.r.postedTaken();
+    }
+};
+
+test "posters wait above high until the loop runs the queue down to low; not on a stalled loop" {
+    try eachBackend(casePostersWait);
+}
+
+fn casePostersWait(r: *Reactor) !void {
+    const probes = try std.testing.allocator.alloc(PostedProbe, Posted.high + 1);
+    defer std.testing.allocator.free(probes);
+    for (probes) |*p| {
+        p.* = .{ .r = r };
+        try r.callSoonPosted(&p.cb);
+    }
+    try std.testing.expect(r.postersShouldWait());
+    // Nobody runs the loop: the wait ends at its bound, and the loop counts
+    // as stalled, so posters go on without waiting.
+    const idle = r.postWaitBegin();
+    try std.testing.expectEqual(Posted.Outcome.timed_out, r.awaitDrained(idle));
+    r.postWaitEnd(idle, .timed_out);
+    try std.testing.expect(!r.postersShouldWait());
+    try std.testing.expectEqual(@as(u32, 0), r.posted.waiters.load(.monotonic));
+    // The loop runs on another thread: the wait ends once the queue is down
+    // to `low` (the pass runs the rest too).
+    const waiting = r.postWaitBegin();
+    const Pass = struct {
+        fn run(rr: *Reactor, failed: *bool) void {
+            rr.runOnce() catch {
+                failed.* = true;
+            };
+        }
+    };
+    var failed = false;
+    const t = try std.Thread.spawn(.{}, Pass.run, .{ r, &failed });
+    const outcome = r.awaitDrained(waiting);
+    t.join();
+    try std.testing.expect(!failed);
+    try std.testing.expectEqual(Posted.Outcome.drained, outcome);
+    r.postWaitEnd(waiting, outcome);
+    try std.testing.expectEqual(@as(usize, 0), r.posted.pending);
+    // The loop ran: no longer stalled, posters above `high` wait again.
+    for (probes) |*p| try r.callSoonPosted(&p.cb);
+    try std.testing.expect(r.postersShouldWait());
+    // A loop that stops releases them (`releasePosters`, as runForever's end).
+    const released = r.postWaitBegin();
+    r.releasePosters();
+    try std.testing.expectEqual(Posted.Outcome.drained, r.awaitDrained(released));
+    while (r.popReady()) |cb| cb.run(cb) catch unreachable;
 }
 
 test "an fd watcher sees readiness" {

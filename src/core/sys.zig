@@ -71,6 +71,8 @@ pub const PathStat = impl.PathStat;
 pub const statPath = impl.statPath;
 pub const unlink = impl.unlink;
 pub const noSigpipe = impl.noSigpipe;
+pub const futexWait = impl.futexWait;
+pub const futexWakeAll = impl.futexWakeAll;
 
 // Linux only (see `linux`); kept under their old names for the backends.
 pub const eventfd = linux.eventfd;
@@ -84,7 +86,8 @@ const interface = [_][]const u8{
     "pipe",        "Waker",     "sockaddr",      "socklen_t",     "iovec_const",
     "accept",      "recv",      "recvfrom",      "send",          "sendto",
     "sendv",       "iov_max",   "shutdownWrite", "bytesReadable", "sendfile",
-    "PathStat",    "statPath",  "unlink",        "noSigpipe",
+    "PathStat",    "statPath",  "unlink",        "noSigpipe",     "futexWait",
+    "futexWakeAll",
 };
 
 comptime {

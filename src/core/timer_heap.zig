@@ -18,8 +18,15 @@ pub const Timer = struct {
     }
 };
 
+/// Deadline order, then insertion order. A NaN deadline (`call_at(nan)`)
+/// sorts before every number: it is due at once, as asyncio's pass finds
+/// it (`when >= end_time` is False), and never hides below a later timer
+/// where a comparison that is false both ways would leave it.
 fn before(a: *const Timer, b: *const Timer) bool {
-    if (a.when_s != b.when_s) return a.when_s < b.when_s;
+    if (a.when_s < b.when_s) return true;
+    if (a.when_s > b.when_s) return false;
+    const a_nan = std.math.isNan(a.when_s);
+    if (a_nan != std.math.isNan(b.when_s)) return a_nan;
     return a.seq < b.seq;
 }
 
@@ -124,4 +131,21 @@ test "timers pop in deadline order, ties in insertion order" {
         prev = t;
     }
     try std.testing.expectEqual(@as(usize, 61), n);
+}
+
+test "NaN deadlines pop first, in insertion order; infinities keep their place" {
+    const gpa = std.testing.allocator;
+    var h: TimerHeap = .{};
+    defer h.deinit(gpa);
+    const nan = std.math.nan(f64);
+    const inf = std.math.inf(f64);
+    const deadlines = [_]f64{ inf, 3, nan, -inf, 1, nan, 2 };
+    var ts: [deadlines.len]Timer = undefined;
+    for (&ts, deadlines) |*t, d| {
+        t.* = .{ .when_s = d };
+        try h.insert(gpa, t);
+    }
+    const want = [_]usize{ 2, 5, 3, 4, 6, 1, 0 };
+    for (want) |i| try std.testing.expectEqual(&ts[i], h.pop().?);
+    try std.testing.expect(h.pop() == null);
 }

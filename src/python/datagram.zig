@@ -78,6 +78,9 @@ pub const Inner = struct {
     header_size: usize = 0,
     high: usize = 64 * 1024,
     low: usize = 16 * 1024,
+    /// `(low, high)` as `set_write_buffer_limits` was given them (see
+    /// `shared.getWriteBufferLimits`); null until it is called.
+    limits: ?*Obj = null,
     conn_lost: u32 = 0,
     family: u16,
     /// The socket is connected (`peername` is set): send(), not sendto().
@@ -874,7 +877,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
-    if (t.inner) |in| inline for (.{ in.address, in.context, in.sock_owner }) |m| if (m) |o| {
+    if (t.inner) |in| inline for (.{ in.address, in.context, in.sock_owner, in.limits }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -885,7 +888,10 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     const t = py.cast(Transport, self.?);
     py.clear(&t.extra);
     py.clear(&t.protocol);
-    if (t.inner) |in| py.clear(&in.context);
+    if (t.inner) |in| {
+        py.clear(&in.context);
+        py.clear(&in.limits);
+    }
     return 0;
 }
 
@@ -901,6 +907,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         py.xdecref(in.last_addr);
         py.xdecref(in.context);
         py.xdecref(in.sock_owner);
+        py.xdecref(in.limits);
         gpa.destroy(in);
         t.inner = null;
     }

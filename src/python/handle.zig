@@ -143,6 +143,23 @@ pub fn create(
     return h;
 }
 
+/// Makes a fresh handle one that call_soon_threadsafe posts: it tells the
+/// loop when it leaves the ready queue, run or dropped, for the loop's
+/// count of posted callbacks (`core.reactor.Posted`).
+pub fn markPosted(h: *Handle) void {
+    h.node = .{ .run = runPostedNode, .drop = dropPostedNode };
+}
+
+fn runPostedNode(cb: *core.Callback) core.RunError!void {
+    loop_mod.postedTaken(@fieldParentPtr("node", cb));
+    return runNode(cb);
+}
+
+fn dropPostedNode(cb: *core.Callback) void {
+    loop_mod.postedTaken(@fieldParentPtr("node", cb));
+    dropNode(cb);
+}
+
 fn runNode(cb: *core.Callback) core.RunError!void {
     const h: *Handle = @fieldParentPtr("node", cb);
     defer py.decref(py.obj(h));
@@ -150,8 +167,13 @@ fn runNode(cb: *core.Callback) core.RunError!void {
     try loop_mod.runHandle(h);
 }
 
+/// Drops a handle the loop closes on, unrun. Its callback goes too: a
+/// handle is not tracked by the collector, so one kept by what its callback
+/// refers to (an SSLProtocol's handshake timer, whose callback is a lambda
+/// over the protocol) would hold that cycle, and its socket, for ever.
 fn dropNode(cb: *core.Callback) void {
     const h: *Handle = @fieldParentPtr("node", cb);
+    if (!h.running) releaseCallback(h);
     py.decref(py.obj(h));
 }
 
@@ -168,6 +190,7 @@ fn dropTimerNode(cb: *core.Callback) void {
     const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
     const t: *TimerHandle = @fieldParentPtr("entry", entry);
     t.scheduled = false;
+    if (!t.base.running) releaseCallback(&t.base); // as dropNode
     py.decref(py.obj(t));
 }
 
@@ -233,12 +256,12 @@ pub fn argsTuple(h: *Handle) ?*Obj {
 /// The Python object that owns a queued core callback.
 /// Whether a queued callback is a handle's (not a transport's I/O).
 pub fn isHandleNode(cb: *core.Callback) bool {
-    return cb.run == runNode or cb.run == runTimerNode;
+    return cb.run == runNode or cb.run == runPostedNode or cb.run == runTimerNode;
 }
 
 pub fn ownerOf(cb: *core.Callback) *Obj {
-    if (cb.run == runNode) return py.obj(@as(*Handle, @fieldParentPtr("node", cb)));
-    std.debug.assert(cb.run == runTimerNode);
+    std.debug.assert(isHandleNode(cb));
+    if (cb.run != runTimerNode) return py.obj(@as(*Handle, @fieldParentPtr("node", cb)));
     const entry: *core.TimerEntry = @fieldParentPtr("callback", cb);
     return py.obj(@as(*TimerHandle, @fieldParentPtr("entry", entry)));
 }

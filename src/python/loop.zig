@@ -26,9 +26,15 @@ pub const Loop = struct {
     has_reactor: bool,
     closed: bool,
     debug: bool,
+    /// What `set_debug` was given when that is not a bool (a number, say):
+    /// `get_debug()` returns it, as asyncio's returns `self._debug`.
+    debug_given: ?*Obj,
     /// Thread running the loop (0 when not running), as `loop._thread_id`.
     thread_id: c_ulong,
     slow_callback_duration_s: f64,
+    /// The `slow_callback_duration` object assigned, returned as assigned
+    /// (asyncio's is a plain attribute); null: the default 0.1.
+    slow_given: ?*Obj,
     tstate: ?*c.PyThreadState,
     weakreflist: ?*Obj,
     /// `loop._task_factory` (None: asyncio.Task).
@@ -136,7 +142,8 @@ fn reportError(loop: *Loop, h: *Handle) core.RunError!void {
 }
 
 fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
-    if (dt_s < loop.slow_callback_duration_s) return;
+    // Not `dt_s < duration`: a NaN duration never logs, as `dt >= nan`.
+    if (!(dt_s >= loop.slow_callback_duration_s)) return;
     const dt = c.PyFloat_FromDouble(dt_s) orelse return error.Aborted;
     defer py.decref(dt);
     const r = py.callMethod(py.obj(loop), state.get().str_log_slow, .{ py.obj(h), dt });
@@ -225,7 +232,7 @@ fn scheduleSoon(
     nargs: py.Ssize,
     kwnames: ?*Obj,
     comptime name: [:0]const u8,
-    threadsafe: bool,
+    comptime threadsafe: bool,
 ) ?*Obj {
     const loop = py.cast(Loop, self.?);
     var buf: [1]?*Obj = undefined;
@@ -245,13 +252,43 @@ fn scheduleSoon(
         py.decref(py.obj(h));
         return null;
     }
-    loop.reactor.callSoon(&h.node) catch {
+    if (threadsafe) handle.markPosted(h);
+    const queued = if (threadsafe)
+        loop.reactor.callSoonPosted(&h.node)
+    else
+        loop.reactor.callSoon(&h.node);
+    queued catch {
         py.decref(py.obj(h));
         return c.PyErr_NoMemory();
     };
     py.incref(py.obj(h)); // the ready queue's reference
-    if (threadsafe) loop.reactor.wake();
+    if (threadsafe) {
+        loop.reactor.wake();
+        if (loop.reactor.postersShouldWait()) holdBackPoster(loop);
+    }
     return py.obj(h);
+}
+
+/// A thread posting to a loop whose posted callbacks pile up waits, with the
+/// GIL released, until the loop has run them down (see `core.reactor.Posted`:
+/// bounded, and not while the loop makes no progress). Never the loop's own
+/// thread, nor while the loop is not running: then nothing would drain it.
+fn holdBackPoster(loop: *Loop) void {
+    if (loop.thread_id == 0 or loop.thread_id == c.PyThread_get_thread_ident()) return;
+    const r = &loop.reactor;
+    const w = r.postWaitBegin();
+    const ts = c.PyEval_SaveThread();
+    const outcome = r.awaitDrained(w);
+    c.PyEval_RestoreThread(ts);
+    // The loop may have closed meanwhile (its reactor gone; `awaitDrained`
+    // touched only its atomics, which live in this object).
+    if (loop.has_reactor) r.postWaitEnd(w, outcome);
+}
+
+/// A posted handle left the ready queue (see `handle.markPosted`).
+pub fn postedTaken(h: *Handle) void {
+    const loop = py.cast(Loop, h.loop.?);
+    if (loop.has_reactor) loop.reactor.postedTaken();
 }
 
 fn callSoon(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kw: ?*Obj) callconv(.c) ?*Obj {
@@ -358,7 +395,9 @@ fn isRunning(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 }
 
 fn getDebug(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    return py.boolean(py.cast(Loop, self.?).debug);
+    const loop = py.cast(Loop, self.?);
+    if (loop.debug_given) |o| return py.newref(o);
+    return py.boolean(loop.debug);
 }
 
 // ---------------------------------------------------------- futures, tasks
@@ -932,6 +971,8 @@ fn drain(loop: *Loop, close_reactor: bool) void {
         if (wr) |h| py.decref(py.obj(h));
     }
     if (close_reactor) {
+        // Producers waiting for the queue to drain wait no more.
+        loop.reactor.releasePosters();
         loop.reactor.deinit();
         loop.has_reactor = false;
         loop.recv_pool.deinit();
@@ -1011,8 +1052,10 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, raw);
     loop.closed = false;
     loop.debug = false;
+    loop.debug_given = null;
     loop.thread_id = 0;
     loop.slow_callback_duration_s = 0.1;
+    loop.slow_given = null;
     loop.tstate = null;
     loop.weakreflist = null;
     loop.task_factory = null;
@@ -1044,10 +1087,10 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // A Python subclass (a heap type) is visited by CPython's
     // subtype_traverse before it calls this; visiting it again would skew
     // the collector's counts.
-    if (loop.task_factory) |f| {
-        const rc = visit.?(f, arg);
+    inline for (.{ loop.task_factory, loop.debug_given, loop.slow_given }) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
         if (rc != 0) return rc;
-    }
+    };
     if (!loop.has_reactor) return 0;
     const q = &loop.reactor.ready;
     var i: usize = 0;
@@ -1079,6 +1122,8 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
 
 fn clearGc(self: ?*Obj) callconv(.c) c_int {
     py.clear(&py.cast(Loop, self.?).task_factory);
+    py.clear(&py.cast(Loop, self.?).debug_given);
+    py.clear(&py.cast(Loop, self.?).slow_given);
     py.clear(&py.cast(Loop, self.?).read_spare);
     py.clear(&py.cast(Loop, self.?).read_lent);
     drain(py.cast(Loop, self.?), false);
@@ -1091,6 +1136,8 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     if (loop.weakreflist != null) c.PyObject_ClearWeakRefs(self);
     drain(loop, true);
     py.clear(&loop.task_factory);
+    py.clear(&loop.debug_given);
+    py.clear(&loop.slow_given);
     py.clear(&loop.read_spare);
     py.clear(&loop.read_lent);
     // subtype_dealloc drops the reference a heap subclass's instance holds
@@ -1119,14 +1166,25 @@ fn setThreadId(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
 }
 
 fn getDebugAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    return py.boolean(py.cast(Loop, self.?).debug);
+    return getDebug(self, null);
 }
 
+/// `_debug = enabled` (set_debug): the loop runs on its truth value and
+/// keeps the object for `get_debug()` (see `debug_given`).
 fn setDebugAttr(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
-    const v = c.PyObject_IsTrue(value orelse return -1);
+    const loop = py.cast(Loop, self.?);
+    const given = value orelse return noDelete("_debug");
+    const v = c.PyObject_IsTrue(given);
     if (v < 0) return -1;
-    py.cast(Loop, self.?).debug = v != 0;
+    loop.debug = v != 0;
+    py.clear(&loop.debug_given);
+    if (c.PyBool_Check(given) == 0) loop.debug_given = py.newref(given);
     return 0;
+}
+
+fn noDelete(comptime name: [:0]const u8) c_int {
+    _ = py.raise(c.PyExc_TypeError, "cannot delete " ++ name);
+    return -1;
 }
 
 fn getStopping(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
@@ -1143,12 +1201,30 @@ fn setStopping(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
 }
 
 fn getSlow(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
-    return c.PyFloat_FromDouble(py.cast(Loop, self.?).slow_callback_duration_s);
+    const loop = py.cast(Loop, self.?);
+    if (loop.slow_given) |o| return py.newref(o);
+    return c.PyFloat_FromDouble(loop.slow_callback_duration_s);
 }
 
+/// `slow_callback_duration = value`: kept as given, for reading back as
+/// asyncio's plain attribute is, and as seconds for the comparison its pass
+/// makes (`dt >= value`). A number is required now (asyncio fails in its
+/// next debug pass); an int beyond a double compares as ±inf, as it would.
 fn setSlow(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
-    const v = toSeconds(value orelse return -1) orelse return -1;
-    py.cast(Loop, self.?).slow_callback_duration_s = v;
+    const loop = py.cast(Loop, self.?);
+    const given = value orelse return noDelete("slow_callback_duration");
+    var seconds = c.PyFloat_AsDouble(given);
+    if (seconds == -1.0 and c.PyErr_Occurred() != null) {
+        const overflow = c.PyErr_ExceptionMatches(c.PyExc_OverflowError) != 0;
+        if (c.PyLong_Check(given) == 0 or !overflow) return -1;
+        c.PyErr_Clear();
+        var sign: c_int = 0;
+        _ = c.PyLong_AsLongLongAndOverflow(given, &sign);
+        seconds = if (sign > 0) std.math.inf(f64) else -std.math.inf(f64);
+    }
+    loop.slow_callback_duration_s = seconds;
+    py.clear(&loop.slow_given);
+    loop.slow_given = py.newref(given);
     return 0;
 }
 

@@ -94,6 +94,9 @@ pub const Inner = struct {
     flush: core.Flush = .{ .cb = .{ .run = flushCork, .drop = dropCork } },
     high: usize = 64 * 1024,
     low: usize = 16 * 1024,
+    /// `(low, high)` as `set_write_buffer_limits` was given them (see
+    /// `shared.getWriteBufferLimits`); null until it is called.
+    limits: ?*Obj = null,
     conn_lost: u32 = 0,
     /// In the reactor's watcher table, holding the self-reference.
     attached: bool = false,
@@ -2545,8 +2548,11 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
         if (rc != 0) return rc;
     };
     const in = t.inner orelse return 0;
-    const held_names = .{ in.context, in.sendfile_writer, in.fixed_buffer, in.sock_owner, in.start_cb, in.start_ctx, in.lost_exc, in.lost_ctx };
-    inline for (held_names) |m| if (m) |o| {
+    const held = .{
+        in.context,  in.sendfile_writer, in.fixed_buffer, in.sock_owner, in.limits,
+        in.start_cb, in.start_ctx,       in.lost_exc,     in.lost_ctx,
+    };
+    inline for (held) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -2579,6 +2585,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
         py.clear(&in.context);
         py.clear(&in.sendfile_writer);
         py.clear(&in.fixed_buffer);
+        py.clear(&in.limits);
         in.wq.releaseAll();
         in.cork.release();
         in.lazy.release();
@@ -2598,7 +2605,10 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         // closed it if it ran (a subclass's dealloc runs it); else here.
         if (in.lazy.sock and !t.lost) _ = linux.close(in.w.fd);
         in.lazy.release();
-        const owned = .{ "context", "sendfile_writer", "fixed_buffer", "sock_owner", "start_cb", "start_ctx", "lost_exc", "lost_ctx" };
+        const owned = .{
+            "context",  "sendfile_writer", "fixed_buffer", "sock_owner", "limits",
+            "start_cb", "start_ctx",       "lost_exc",     "lost_ctx",
+        };
         inline for (owned) |f| py.clear(&@field(in, f));
         in.wq.releaseAll();
         std.debug.assert(!in.flush.queued);

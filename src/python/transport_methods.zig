@@ -4,9 +4,10 @@
 //! pausing/resuming reading. Each file instantiates `Methods(@This())`; the
 //! file provides `Transport` (a Python object with `loop` and an
 //! `inner: ?*Inner` that is null once the transport is gone), `Inner` (with
-//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high` and
-//! `sysFd()`), `dispatch(w, ev)`, `innerOrRaise`, `updateInterest`,
-//! `captureContext`, `maybePause`, `loopClosing(w)` and `failGone(t)`.
+//! `owner`, `w`, `io: IoQueued`, `closing`, `paused`, `low`, `high`,
+//! `limits` and `sysFd()`), `dispatch(w, ev)`, `innerOrRaise`,
+//! `updateInterest`, `captureContext`, `maybePause`, `loopClosing(w)` and
+//! `failGone(t)`.
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
@@ -90,23 +91,33 @@ pub fn Methods(comptime M: type) type {
             return M.failGone(t);
         }
 
+        /// `(low, high)` as `set_write_buffer_limits` was given them, as
+        /// asyncio's `_FlowControlMixin` returns them (an int too big for a
+        /// size, a float, a bool: the caller's own object); the defaults
+        /// before any call.
         pub fn getWriteBufferLimits(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
             const in = M.innerOrRaise(self) orelse return null;
-            const low: py.Ssize = @intCast(in.low);
-            const high: py.Ssize = @intCast(in.high);
-            return c.Py_BuildValue("(nn)", low, high);
+            if (in.limits) |given| return py.newref(given);
+            const low = c.PyLong_FromSize_t(in.low);
+            const high = c.PyLong_FromSize_t(in.high);
+            return c.Py_BuildValue("(NN)", low, high);
         }
 
-        /// `_set_limits(high, low)`: already validated by the Python side.
+        /// `_set_limits(high, low, given)`: the marks as sizes (validated,
+        /// floored and clamped to SIZE_MAX by `_flow.write_limits`, so the
+        /// comparisons with the buffer's size are asyncio's), and the
+        /// `(low, high)` pair the getter returns.
         pub fn setLimits(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
             const in = M.innerOrRaise(self) orelse return null;
-            if (nargs != 2) return py.raise(c.PyExc_TypeError, "_set_limits(high, low)");
+            if (nargs != 3) return py.raise(c.PyExc_TypeError, "_set_limits(high, low, given)");
             const high = c.PyLong_AsSize_t(args[0]);
             if (high == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
             const low = c.PyLong_AsSize_t(args[1]);
             if (low == std.math.maxInt(usize) and c.PyErr_Occurred() != null) return null;
             in.high = high;
             in.low = low;
+            py.clear(&in.limits);
+            in.limits = py.newref(args[2].?);
             if (!M.maybePause(py.cast(M.Transport, self.?))) return null;
             return py.newref(py.none());
         }

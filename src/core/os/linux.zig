@@ -61,6 +61,25 @@ pub fn read(fd: fd_t, buf: []u8) Error!usize {
 pub fn write(fd: fd_t, buf: []const u8) Error!usize {
     return check(linux.write(fd, buf.ptr, buf.len));
 }
+/// Blocks the calling thread while `word` holds `expect`, for at most
+/// `timeout_ns`. It may return early (a wake, a signal, a spurious
+/// wake-up): callers check their condition and their own deadline. A
+/// private futex.
+pub fn futexWait(word: *const std.atomic.Value(u32), expect: u32, timeout_ns: u64) void {
+    const ts: linux.timespec = .{
+        .sec = @intCast(timeout_ns / std.time.ns_per_s),
+        .nsec = @intCast(timeout_ns % std.time.ns_per_s),
+    };
+    // EAGAIN (the word changed), EINTR and ETIMEDOUT all mean "look again".
+    _ = linux.futex_4arg(&word.raw, .{ .cmd = .WAIT, .private = true }, expect, &ts);
+}
+
+/// Wakes every thread blocked in `futexWait` on `word`.
+pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
+    const all: u32 = std.math.maxInt(i32);
+    _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, all);
+}
+
 
 /// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD
 /// asks the fd table only, whatever the file is.

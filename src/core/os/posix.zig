@@ -72,6 +72,23 @@ pub fn write(fd: fd_t, buf: []const u8) Error!usize {
 pub fn checkOpen(fd: fd_t) Error!void {
     _ = try check(c.fcntl(fd, c.F.GETFD));
 }
+/// Blocks the calling thread while `word` holds `expect`, for at most
+/// `timeout_ns`. It may return early: callers check their condition and
+/// their own deadline. Here a sleep of at most 100 µs, which
+/// `futexWakeAll` does not cut short (the waiters poll): no futex of the
+/// same shape on every platform (macOS's is private API).
+pub fn futexWait(word: *const std.atomic.Value(u32), expect: u32, timeout_ns: u64) void {
+    if (word.load(.acquire) != expect) return;
+    const nap_ns = @min(timeout_ns, 100 * std.time.ns_per_us);
+    const ts: c.timespec = .{ .sec = 0, .nsec = @intCast(nap_ns) };
+    _ = c.nanosleep(&ts, null);
+}
+
+/// Nothing to do: `futexWait`'s waiters poll.
+pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
+    _ = word;
+}
+
 
 /// Makes `fd` non-blocking (O_NONBLOCK, the other status flags kept).
 pub fn setNonblocking(fd: fd_t) Error!void {

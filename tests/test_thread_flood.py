@@ -1,0 +1,232 @@
+"""Threads flooding a loop with call_soon_threadsafe (issue 27).
+
+Producer threads post callbacks as fast as they can while the loop waits on
+timers. Posting costs a thread far less than running the callback costs the
+loop, so on zloop, whose post is cheap, producers outran the loop: its ready
+queue and memory grew without bound, and a timer due behind the queue fired
+seconds late, or never (eight producers). asyncio stays bounded because each
+of its posts pays a send() and a GIL hand-off. zloop now holds a producer
+back, with the GIL released, while more than a few thousand posted
+callbacks wait (core.reactor.Posted), never while the loop cannot drain
+them: the other tests here block the loop's thread on the producers
+themselves.
+
+The bounds are generous on purpose (a loaded 2-core machine must pass them
+on asyncio too); what they catch is growth without bound: before the fix
+zloop queued 77,000 callbacks with one producer, 227,000 with two and
+twelve million with eight (5 GB, and not one sleep returned).
+"""
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+import time
+
+import pytest
+
+from _support import rss_bytes
+
+_SLEEP_S = 0.05
+_SLEEPS = 5
+# Ready callbacks a loop may hold per producer thread: stock asyncio peaks
+# at about 3,000 with one, 6,000 with two and 45,000-75,000 with eight.
+_BACKLOG_PER_PRODUCER = 25_000
+# How late any one sleep may return (asyncio: up to 0.8 s with eight).
+_LATE_S = 5.0
+_RSS_GROWTH = 64 << 20
+_JOIN_S = 20.0
+
+
+def _noop():
+    pass
+
+
+def _ready_count(loop):
+    counts = getattr(loop, "_debug_counts", None)
+    return counts()[0] if counts is not None else len(loop._ready)
+
+
+@pytest.fixture(params=["default", "io_uring"])
+def backend(request, loop_name, monkeypatch):
+    """The zloop backend the loop is made on (asyncio has just the one)."""
+    if request.param == "io_uring":
+        if loop_name != "zloop":
+            pytest.skip("a zloop backend")
+        monkeypatch.setenv("ZLOOP_BACKEND", "io_uring")
+    return request.param
+
+
+class _Flood:
+    """`n` threads posting no-op callbacks to `loop` until stopped."""
+
+    def __init__(self, loop, n):
+        self.loop = loop
+        self.stopped = threading.Event()
+        self.posted = [0] * n
+        self.threads = [threading.Thread(target=self._post, args=(i,), daemon=True) for i in range(n)]
+
+    def _post(self, i):
+        post = self.loop.call_soon_threadsafe
+        count = 0
+        try:
+            while not self.stopped.is_set():
+                post(_noop)
+                count += 1
+        except RuntimeError:  # the loop closed under us: not expected
+            pass
+        self.posted[i] = count
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        for t in self.threads:
+            t.join(_JOIN_S)
+        assert not any(t.is_alive() for t in self.threads), "a producer never returned"
+
+
+@pytest.mark.parametrize("producers", [1, 2, 8])
+def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, backend, producers):
+    loop = loop_factory()
+    try:
+        before = rss_bytes()
+        late = []
+        peak = 0
+
+        async def main():
+            nonlocal peak
+            # Started from the running loop, as the threads of a running
+            # program are (before it runs, posting is never held back).
+            with flood:
+                for _ in range(_SLEEPS):
+                    start = loop.time()
+                    sleeping = asyncio.ensure_future(asyncio.sleep(_SLEEP_S))
+                    while not sleeping.done():  # a look at the queue every pass
+                        peak = max(peak, _ready_count(loop))
+                        await asyncio.sleep(0)
+                    late.append(loop.time() - start - _SLEEP_S)
+
+        flood = _Flood(loop, producers)
+        loop.run_until_complete(main())
+        grown = rss_bytes() - before
+        loop.run_until_complete(asyncio.sleep(0))  # what the producers left
+    finally:
+        loop.close()
+    assert all(flood.posted), "a producer never got to post"
+    assert max(late) < _LATE_S, late
+    assert peak < _BACKLOG_PER_PRODUCER * producers, peak
+    assert grown < _RSS_GROWTH, grown
+
+
+def test_a_loop_thread_joining_a_flooding_producer_is_not_deadlocked(loop):
+    """The loop's own thread blocks in join() on a producer that posts more
+    than the loop holds back for: the producer must not wait for a loop
+    that cannot run until it returns."""
+    ran = []
+    total = 50_000
+
+    def produce():
+        for i in range(total):
+            loop.call_soon_threadsafe(ran.append, i)
+
+    def join_producer():
+        producer = threading.Thread(target=produce)
+        producer.start()
+        producer.join(_JOIN_S)
+        joined.append(not producer.is_alive())
+
+    joined = []
+    loop.call_soon(join_producer)
+    loop.run_until_complete(asyncio.sleep(0))
+    assert joined == [True]
+    while len(ran) < total:
+        loop.run_until_complete(asyncio.sleep(0))
+    assert ran == list(range(total))
+
+
+def test_executor_shutdown_under_a_flood_of_completions(loop):
+    """Workers finish thousands of small jobs, each completion posted to the
+    loop, while the loop's thread waits in shutdown(wait=True) for them."""
+    jobs = 20_000
+    with concurrent.futures.ThreadPoolExecutor(4) as executor:
+        futures = [loop.run_in_executor(executor, int, i) for i in range(jobs)]
+        done = []
+
+        def shut_down():
+            executor.shutdown(wait=True)
+            done.append(True)
+
+        loop.call_soon(shut_down)
+        results = loop.run_until_complete(asyncio.gather(*futures))
+    assert done == [True]
+    assert results == list(range(jobs))
+
+
+def test_producers_do_not_wait_for_a_loop_that_is_not_running(loop_factory, backend):
+    """Posting to a loop that is not running (not started yet, or stopped)
+    never waits, however much is queued: nothing would drain it."""
+    loop = loop_factory()
+    try:
+        total = 30_000
+        ran = []
+
+        def produce():
+            for i in range(total):
+                loop.call_soon_threadsafe(ran.append, i)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        producer.join(_JOIN_S)
+        assert not producer.is_alive()
+        # Now running: a callback of the loop's own thread posts as much.
+        loop.call_soon(produce)
+        while len(ran) < 2 * total:
+            loop.run_until_complete(asyncio.sleep(0))
+        assert ran == list(range(total)) * 2
+    finally:
+        loop.close()
+
+
+def test_a_loop_that_stops_releases_waiting_producers(loop_factory, backend):
+    """A flood goes on while the loop runs, stops (run_until_complete
+    returns) and runs again: producers keep posting throughout, and every
+    callback they posted runs."""
+    loop = loop_factory()
+    try:
+        with _Flood(loop, 2) as flood:
+            for _ in range(5):
+                loop.run_until_complete(asyncio.sleep(0.01))
+                time.sleep(0.01)  # not running: producers must not wait
+        while _ready_count(loop):
+            loop.run_until_complete(asyncio.sleep(0))
+        assert all(flood.posted)
+    finally:
+        loop.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_posts_without_waiting(loop):
+    """In a child forked while producers waited on the parent's loop, that
+    loop's state is a copy: posting there must not wait on it."""
+    done = []
+
+    def fork_and_post():
+        pid = os.fork()
+        if pid == 0:  # the child: post past the bound, then leave at once
+            try:
+                for _ in range(20_000):
+                    loop.call_soon_threadsafe(_noop)
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        done.append(os.waitstatus_to_exitcode(status))
+
+    with _Flood(loop, 2):
+        loop.call_soon(fork_and_post)
+        loop.run_until_complete(asyncio.sleep(0.05))
+    assert done == [0]
