@@ -190,36 +190,41 @@ pub const Inner = struct {
 /// holds no allocation for them; a second one moves both into a list, freed
 /// once they are delivered.
 const RxQueue = struct {
-    single: Rx = undefined,
-    has_single: bool = false,
-    list: std.ArrayList(Rx) = .empty,
+    /// The receives: in `single` (`cap` 1) or in an allocation (`cap` more).
+    items: []Rx = &.{},
+    cap: usize = 0,
+    single: [1]Rx = undefined,
 
     fn len(q: *const RxQueue) usize {
-        return if (q.list.items.len > 0) q.list.items.len else @intFromBool(q.has_single);
-    }
-
-    fn items(q: *RxQueue) []Rx {
-        if (q.list.items.len > 0) return q.list.items;
-        return if (q.has_single) (&q.single)[0..1] else &.{};
+        return q.items.len;
     }
 
     fn append(q: *RxQueue, item: Rx) error{OutOfMemory}!void {
-        if (q.list.items.len == 0 and !q.has_single) {
-            q.single = item;
-            q.has_single = true;
-            return;
+        if (q.cap == 0) {
+            q.items = q.single[0..0];
+            q.cap = 1;
         }
-        if (q.list.items.len == 0) {
-            try q.list.ensureTotalCapacity(gpa, 4);
-            q.list.appendAssumeCapacity(q.single);
-            q.has_single = false;
+        if (q.items.len == q.cap) {
+            const more = try gpa.alloc(Rx, @max(4, q.cap * 2));
+            @memcpy(more[0..q.items.len], q.items);
+            q.release();
+            q.items = more[0..q.items.len];
+            q.cap = more.len;
         }
-        try q.list.append(gpa, item);
+        q.items.len += 1;
+        q.items[q.items.len - 1] = item;
     }
 
+    /// Empties the queue, freeing an allocation (an idle connection keeps
+    /// none).
     fn clear(q: *RxQueue) void {
-        q.has_single = false;
-        q.list.clearAndFree(gpa);
+        q.release();
+        q.items = q.single[0..0];
+        q.cap = 1;
+    }
+
+    fn release(q: *RxQueue) void {
+        if (q.cap > 1) gpa.free(q.items.ptr[0..q.cap]);
     }
 };
 
@@ -750,11 +755,14 @@ fn deliverRx(t: *Transport) core.RunError!void {
         // Taken off the queue first: a close() in the protocol's callback
         // releases what is queued (`releaseRx`), not this one.
         const index = in.rx_head;
-        const item = in.rx.items()[index];
-        const joined = joinable(in, index);
-        if (joined > 1) {
-            try deliverJoined(t, index, joined);
-            continue;
+        const items = in.rx.items;
+        const item = items[index];
+        if (items.len - index > 1) {
+            const joined = joinable(in, index);
+            if (joined > 1) {
+                try deliverJoined(t, index, joined);
+                continue;
+            }
         }
         in.rx_head += 1;
         if (item.res > 0) {
@@ -772,7 +780,7 @@ fn deliverRx(t: *Transport) core.RunError!void {
     } else if (in.closing or in.read_eof) {
         releaseRx(in, l);
     } else if (l.has_reactor) {
-        for (in.rx.items()[in.rx_head..]) |*item| if (item.id) |id| {
+        for (in.rx.items[in.rx_head..]) |*item| if (item.id) |id| {
             l.recv_pool.refill(&l.reactor, id);
             item.id = null;
         };
@@ -786,7 +794,7 @@ fn joinable(in: *Inner, index: usize) usize {
     if (in.buffered) return 0;
     var size: usize = 0;
     var n: usize = 0;
-    for (in.rx.items()[index..]) |item| {
+    for (in.rx.items[index..]) |item| {
         if (item.res <= 0 or item.fed != 0) break;
         const len: usize = @intCast(item.res);
         if (size + len > read_spare_bytes) break;
@@ -806,7 +814,7 @@ fn joinable(in: *Inner, index: usize) usize {
 fn deliverJoined(t: *Transport, index: usize, count: usize) core.RunError!void {
     const in = t.inner.?;
     const l = loopOf(t);
-    const items = in.rx.items()[index..][0..count];
+    const items = in.rx.items[index..][0..count];
     var size: usize = 0;
     var full = false;
     for (items) |item| {
@@ -849,7 +857,7 @@ fn deliverJoined(t: *Transport, index: usize, count: usize) core.RunError!void {
     if (!flushed) try pendingToRun(t);
 }
 
-/// One native receive (taken from `in.rx.items()[index]`) to the protocol,
+/// One native receive (taken from `in.rx.items[index]`) to the protocol,
 /// as `readLent` delivers a small read: the loop's buffer itself, taken
 /// back if the protocol kept no reference; a protocol that keeps data gets
 /// copies of the exact size. A BufferedProtocol that takes only part of it
@@ -872,7 +880,7 @@ fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
         // queue meanwhile (only the reactor appends, between passes).
         if (fed < n and in.rx_head == index + 1) {
             in.rx_head = index;
-            in.rx.items()[index].fed = @intCast(fed);
+            in.rx.items[index].fed = @intCast(fed);
         } else {
             returnRx(l, item.id, data);
         }
@@ -943,7 +951,7 @@ fn feedBuffered(t: *Transport, bytes: []const u8, fed: *usize) core.RunError!voi
 
 /// Drops the receives not delivered, their buffers back to the pool.
 fn releaseRx(in: *Inner, l: *loop_mod.Loop) void {
-    for (in.rx.items()[in.rx_head..]) |item| {
+    for (in.rx.items[in.rx_head..]) |item| {
         returnRx(l, item.id, item.data orelse continue);
     }
     in.rx.clear();

@@ -433,16 +433,15 @@ pub const Backend = struct {
         const want = @min(out.len, max_events);
         // Borrowed fds' events held over from the last pass come first,
         // and the pass does not block while any are left.
-        var n = b.giveHeld(out[0..want]);
+        var n: usize = 0;
+        if (b.ep_held_end != 0) n = b.giveHeld(out[0..want]);
         try b.armListed();
         try b.armEpoll();
-        const held = n > 0 or b.ep_held < b.ep_held_end;
-        const waited = try b.enter(if (held) 0 else timeout_ms);
+        const waited = try b.enter(if (n > 0 or b.ep_held_end != 0) 0 else timeout_ms);
         const got = b.ring.copy_cqes(b.cqes[0 .. want - n], 0) catch return error.Unexpected;
         for (b.cqes[0..got], 0..) |cqe, i| {
             const ud: UserData = @bitCast(cqe.user_data);
             if (ud.kind == .epoll) {
-                b.ep_armed = false;
                 // The borrowed fds' events go where `ep`'s completion
                 // came, in the order the kernel saw readiness (a
                 // connection whose data came first is served first, as
@@ -450,11 +449,7 @@ pub const Backend = struct {
                 // it. What does not fit waits: in `ep` when polled (its
                 // re-armed poll completes at once on the next pass), held
                 // when EPOLL_WAIT took it.
-                const room_end = want - (got - i - 1);
-                if (b.ep_wait_op) {
-                    if (try b.epollWaited(cqe.res)) n += b.giveHeld(out[n..room_end]);
-                }
-                if (!b.ep_wait_op and n < room_end) n += try b.ep.poll(0, out[n..room_end]);
+                n += try b.epollCompleted(cqe.res, out[n .. want - (got - i - 1)]);
             } else if (try b.complete(cqe)) |ev| {
                 out[n] = ev;
                 n += 1;
@@ -472,7 +467,7 @@ pub const Backend = struct {
     /// completion as the polls are. An EPOLL_WAIT into `ep.buf`, or (see
     /// `ep_wait_op`) a poll of its fd.
     fn armEpoll(b: *Backend) sys.Error!void {
-        if (!b.ep_used or b.ep_armed or b.ep_held < b.ep_held_end) return;
+        if (!b.ep_used or b.ep_armed or b.ep_held_end != 0) return;
         const sqe = try b.getSqe();
         if (b.ep_wait_op) {
             sqe.prep_rw(op_epoll_wait, b.ep.epfd, @intFromPtr(&b.ep.buf), b.ep.buf.len, 0);
@@ -487,27 +482,33 @@ pub const Backend = struct {
     /// Zig's enum names last.
     const op_epoll_wait: linux.IORING_OP = @enumFromInt(@intFromEnum(linux.IORING_OP.RECV_ZC) + 1);
 
-    /// An EPOLL_WAIT's completion: its events held in `ep.buf` (true), or
-    /// none. A kernel that does not know the op (EINVAL) has `ep` polled
-    /// from now on (false: the caller polls it now).
-    fn epollWaited(b: *Backend, res: i32) sys.Error!bool {
-        if (res > 0) {
-            b.ep_held = 0;
-            b.ep_held_end = @intCast(res);
-            return true;
+    /// The completion (result `res`) of the wait on `ep`: the borrowed
+    /// fds' events it brings, as many as fit in `out`, the rest held.
+    /// Off the hot path (`noinline`): only passes where a borrowed fd is
+    /// ready come here.
+    noinline fn epollCompleted(b: *Backend, res: i32, out: []api.Event) sys.Error!usize {
+        b.ep_armed = false;
+        if (b.ep_wait_op) {
+            if (res > 0) {
+                b.ep_held = 0;
+                b.ep_held_end = @intCast(res);
+                return b.giveHeld(out);
+            }
+            if (res == 0) return 0;
+            switch (@as(linux.E, @enumFromInt(-res))) {
+                // The op is unknown (before 6.15): poll `ep`'s fd from
+                // now on, and now.
+                .INVAL, .OPNOTSUPP => b.ep_wait_op = false,
+                // Interrupted or cancelled: re-armed by the next poll.
+                else => return 0,
+            }
         }
-        if (res == 0) return false;
-        switch (@as(linux.E, @enumFromInt(-res))) {
-            // The op is unknown (before 6.15): poll `ep`'s fd instead.
-            .INVAL, .OPNOTSUPP => b.ep_wait_op = false,
-            // Interrupted or cancelled: re-armed by the next poll.
-            else => {},
-        }
-        return false;
+        if (out.len == 0) return 0;
+        return b.ep.poll(0, out);
     }
 
     /// Gives out the held events of `ep` that fit in `out`.
-    fn giveHeld(b: *Backend, out: []api.Event) usize {
+    noinline fn giveHeld(b: *Backend, out: []api.Event) usize {
         const k = @min(out.len, b.ep_held_end - b.ep_held);
         if (k == 0) return 0;
         epoll.Backend.toEvents(b.ep.buf[b.ep_held..][0..k], out[0..k]);
