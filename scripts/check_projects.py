@@ -1,23 +1,40 @@
-"""``python -m zloop.compat check`` on small asyncio projects' own suites.
+"""``python -m zloop.compat check`` on real asyncio projects' own suites.
 
-    python scripts/check_projects.py [NAME ...] [--no-install] [-- CHECK ARGS]
+    python scripts/check_projects.py [NAME ...] [-- CHECK ARGS]
 
 Each project's sdist (which carries its tests) is fetched by pip at run time,
 checked against the pinned sha256 and extracted into the git-ignored cache
 (``$ZLOOP_COMPAT_CACHE``, else ``compat/.cache``), exactly as the harness
-fetches its pinned suites; nothing of theirs enters the repository. The
-pinned test requirements go into the running interpreter's environment
-(``--no-install`` skips that: use a virtual environment). Then ``check``
-runs in each extracted tree, as a user would run it in their project.
-Exits 1 if any project's check fails. The results are in docs/validate.md.
+fetches its pinned suites; nothing of theirs enters the repository. Each
+project gets a virtual environment of its own in that cache, made from the
+Python running this script, with its test requirements pinned exactly
+(everything they pull in included, resolved on CPython 3.12) and the
+project installed from its verified sdist. Then ``check`` runs in the
+extracted tree as a user would run it there: with the arguments plain
+pytest needs in that project and no others, and zloop taken from this
+checkout (build it first for this Python: scripts/dev-build).
+
+The projects cover each kind of suite docs/validate.md describes:
+pytest-asyncio in auto and in strict mode, AnyIO's pytest plugin with trio
+as well as asyncio, ``unittest.IsolatedAsyncioTestCase``, a suite that runs
+on its own loop class, and strict pytest configurations. Each has the
+verdict it must give (the check's exit status); the script exits 1 if any
+project's check gives another. Not part of CI (it fetches from PyPI and
+takes a while); the results are in docs/validate.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,29 +43,135 @@ sys.path.insert(0, str(ROOT))
 from zloop.compat import fetch  # noqa: E402
 from zloop.compat.suites import Suite  # noqa: E402
 
-REQUIREMENTS = ["pytest==9.2.0", "pytest-asyncio==1.5.0"]
+PYTEST = ("Pygments==2.21.0", "iniconfig==2.3.1", "packaging==26.3", "pluggy==1.7.0",
+          "pytest==9.2.0")
+ASYNCIO_PLUGIN = ("pytest-asyncio==1.5.0", "typing_extensions==4.16.0")
+COVERAGE = ("coverage==7.17.4", "pytest-cov==7.1.0")
+CODSPEED = ("pytest-codspeed==5.0.4", "rich==15.0.0", "markdown-it-py==4.3.0", "mdurl==0.1.2")
 
-# name: (version, sdist sha256, directory put on sys.path, pytest arguments)
+
+@dataclasses.dataclass(frozen=True)
+class Project:
+    version: str
+    sha256: str
+    kind: str  # the kind of suite it stands for
+    requirements: tuple[str, ...]  # test requirements, exact pins, transitive included
+    pytest_args: tuple[str, ...] = ()  # what plain pytest needs there, if anything
+    verdict: int = 0  # the exit status check must give
+    expected: str = ""  # the differences accepted (--expected), as TOML
+
+
+# AnyIO's conftest runs every test under blockbuster, which allows the
+# blocking os.read of subprocess.Popen's exec-error pipe only from
+# asyncio/base_events.py; zloop's spawn makes the same read from zloop/_unix.py.
+_BLOCKBUSTER_SPAWN = "".join(
+    f'[[zloop]]\ntest = "tests/{module}::*[asyncio*"\nreason = "blockbuster allows the '
+    "os.read of Popen's exec-error pipe from asyncio/base_events.py only; zloop's spawn "
+    'makes the same read from zloop/_unix.py (BlockingError)"\n\n'
+    for module in ("test_subprocesses.py", "test_to_process.py"))
+
 PROJECTS = {
-    "aiofiles": ("25.1.0", "a8d728f0a29de45dc521f18f07297428d56992a742f0cd2701ba86e44d23d5b2",
-                 "src", []),
-    # Their config adds --cov (pytest-cov), which the check does not need.
-    "async-timeout": ("5.0.1",
-                      "d9321a7a3d5a6a5e187e824d2fa0793ce379a202935782d555d6e9d2735677d3",
-                      ".", ["-o", "addopts="]),
-    # test_benchmarks.py needs pytest-codspeed.
-    "janus": ("2.0.0", "0970f38e0e725400496c834a368a67ee551dc3b5ad0a257e132f5b46f2e77770",
-              ".", ["-o", "addopts=", "--ignore=tests/test_benchmarks.py"]),
-    "asgiref": ("3.13.0", "034cc8cbf72d00553b4be256703ac545120b4e50af13b49dec99da899aeeecb4",
-                ".", []),
+    "aiofiles": Project(
+        "25.1.0", "a8d728f0a29de45dc521f18f07297428d56992a742f0cd2701ba86e44d23d5b2",
+        "pytest-asyncio, auto mode", PYTEST + ASYNCIO_PLUGIN),
+    "aiohappyeyeballs": Project(
+        "2.7.1", "065665c041c42a5938ed220bdcd7230f22527fbec085e1853d2402c8a3615d9d",
+        "pytest-asyncio, auto mode; addopts with --cov, pythonpath",
+        PYTEST + ASYNCIO_PLUGIN + COVERAGE + CODSPEED),
+    "asgiref": Project(
+        "3.13.0", "034cc8cbf72d00553b4be256703ac545120b4e50af13b49dec99da899aeeecb4",
+        "pytest-asyncio, strict mode", PYTEST + ASYNCIO_PLUGIN),
+    "async-timeout": Project(
+        "5.0.1", "d9321a7a3d5a6a5e187e824d2fa0793ce379a202935782d555d6e9d2735677d3",
+        "pytest-asyncio, strict mode; addopts with --cov", PYTEST + ASYNCIO_PLUGIN + COVERAGE),
+    "janus": Project(
+        "2.0.0", "0970f38e0e725400496c834a368a67ee551dc3b5ad0a257e132f5b46f2e77770",
+        "pytest-asyncio, strict mode; filterwarnings = error; benchmarks (codspeed)",
+        PYTEST + ASYNCIO_PLUGIN + COVERAGE + CODSPEED),
+    "anyio": Project(
+        "4.16.0", "59bb03251907983d1603d27c3087ddb1e93299ea2163adcdba37899a4fb12ffb",
+        "AnyIO's pytest plugin: each test on asyncio, asyncio+eager, asyncio+uvloop and "
+        "trio; xdist",
+        PYTEST + ("attrs==26.1.0", "blockbuster==1.5.29", "cffi==2.1.1",
+                  "cryptography==50.0.2", "exceptiongroup==1.3.1", "execnet==2.1.2",
+                  "forbiddenfruit==0.1.4", "hypothesis==6.170.15", "idna==3.20",
+                  "outcome==1.3.0.post0", "psutil==7.2.2", "pycparser==3.12",
+                  "pytest-mock==3.17.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0",
+                  "sniffio==1.3.1", "sortedcontainers==2.4.0", "trio==0.35.0",
+                  "trustme==1.2.1", "truststore==0.10.5", "typing_extensions==4.16.0",
+                  "uvloop==0.23.0"),
+        expected=_BLOCKBUSTER_SPAWN),
+    "aiometer": Project(
+        "1.0.0", "c492933dbd3a90c619473c3f242d00842ee274f6285a44b5d5fbee228a407056",
+        "AnyIO's pytest plugin (asyncio); --strict-config, --strict-markers, "
+        "filterwarnings = error, --cov-fail-under=100",
+        # trio: its filterwarnings name a trio warning class, which pytest imports.
+        PYTEST + COVERAGE + ("anyio==4.16.0", "attrs==26.1.0", "idna==3.20",
+                             "outcome==1.3.0.post0", "sniffio==1.3.1",
+                             "sortedcontainers==2.4.0", "trio==0.35.0",
+                             "typing_extensions==4.16.0")),
+    "aiosqlite": Project(
+        "0.22.1", "043e0bd78d32888c0a9ca90fc788b38796843360c855a7262a532813133a0650",
+        "unittest.IsolatedAsyncioTestCase, in a file pytest names explicitly",
+        PYTEST, pytest_args=("aiosqlite/tests/smoke.py",)),
+    "async-solipsism": Project(
+        "0.10", "f9ce2b7f4ac650c543e87ec4d60947b4c7cd91e3f0b9c0570e98cd948bbcbc0c",
+        "its own loop class (pytest_asyncio_loop_factories)",
+        PYTEST + ASYNCIO_PLUGIN + ("pytest-mock==3.17.0",), verdict=3),
+    "aiosignal": Project(
+        "1.4.0", "f47eecd9468083c2029cc99945502cb7708b082c232f9aca65da147157b251c7",
+        "strict addopts: -p pytest_cov, --cov, --doctest-modules, --strict-markers, "
+        "--showlocals; filterwarnings = error",
+        PYTEST + ASYNCIO_PLUGIN + COVERAGE + ("frozenlist==1.8.0",)),
 }
 
 
-def _tree(name: str, version: str, sha256: str, cache_dir: Path) -> Path:
+def _tree(name: str, project: Project, cache_dir: Path) -> tuple[Path, Path]:
     pin = Suite(name=name, directory=cache_dir, description="", source="sdist", targets=[],
                 pytest_args=[], jobs=0, timeout_s=0, wall_limit_s=0, plugins=[],
-                requirements=[], package=name, version=version, sha256=sha256)
-    return fetch.extract_sdist(pin, fetch.fetch_sdist(pin, cache_dir), cache_dir)
+                requirements=[], package=name, version=project.version,
+                sha256=project.sha256)
+    archive = fetch.fetch_sdist(pin, cache_dir)
+    return fetch.extract_sdist(pin, archive, cache_dir), archive
+
+
+def _venv(name: str, project: Project, archive: Path, cache_dir: Path) -> Path:
+    """The project's own environment: its pins, and the project from its
+    sdist; made once, again when the pins change."""
+    tag = "py{}.{}".format(*sys.version_info[:2])
+    venv = cache_dir / "venv" / f"{name}-{project.version}-{tag}"
+    python = venv / "bin" / "python"
+    stamp = venv / ".zloop-pins"
+    want = hashlib.sha256("\n".join([*project.requirements, project.sha256]).encode()).hexdigest()
+    if stamp.exists() and stamp.read_text().strip() == want:
+        return python
+    print(f"check_projects: {name}: making {venv}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, *project.requirements], check=True)
+    subprocess.run([*pip, "--no-deps", str(archive)], check=True)
+    stamp.write_text(want + "\n")
+    return python
+
+
+def _summary(results: Path) -> dict[str, object]:
+    """Counts from the check's reports: tests, where they ran, differences."""
+    from zloop.compat import report
+
+    out: dict[str, object] = {}
+    base = results / "asyncio.json"
+    if base.exists():
+        data = report.load_report(base)
+        out.update(report.loop_counts(data), collected=data["summary"]["collected"],
+                   passed=data["summary"]["counts"].get("passed", 0))
+    targets = sorted(p for p in results.glob("zloop*.json")
+                     if re.fullmatch(r"zloop(-\w+)?\.json", p.name))
+    if targets:
+        data = report.load_report(targets[0])
+        diff = report.diff_reports(report.load_report(base), data, [], loop="zloop")
+        out.update(zloop_on_loop=data["summary"]["on_loop"], differs=len(diff.differences),
+                   not_counted=len(diff.unreached))
+    return out
 
 
 def main() -> int:
@@ -59,28 +182,51 @@ def main() -> int:
         argv, check_args = argv[:at], argv[at + 1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"some of {', '.join(PROJECTS)} (default: all)")
-    parser.add_argument("--no-install", action="store_true")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in PROJECTS]
     if unknown:
         parser.error(f"unknown project(s) {', '.join(unknown)}; known: {', '.join(PROJECTS)}")
     cache_dir = Path(os.environ.get("ZLOOP_COMPAT_CACHE", ROOT / "compat" / ".cache"))
     cache_dir = cache_dir.resolve() / "projects"
-    if not args.no_install:
-        fetch.install_requirements(REQUIREMENTS)
-    results = {}
+    rows = []
     for name in args.names or list(PROJECTS):
-        version, sha256, path, pytest_args = PROJECTS[name]
-        tree = _tree(name, version, sha256, cache_dir)
+        project = PROJECTS[name]
+        tree, archive = _tree(name, project, cache_dir)
+        python = _venv(name, project, archive, cache_dir)
+        results = cache_dir / "results" / name
+        shutil.rmtree(results, ignore_errors=True)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(tree / path)])
-        print(f"check_projects: {name} {version} in {tree}", flush=True)
-        command = [sys.executable, "-m", "zloop.compat", "check", *check_args, "--",
-                   *pytest_args]
-        results[name] = subprocess.run(command, cwd=tree, env=env).returncode
-    for name, rc in results.items():
-        print(f"check_projects: {name:15} {'ok' if rc == 0 else f'FAILED (exit {rc})'}")
-    return 0 if all(rc == 0 for rc in results.values()) else 1
+        env["PYTHONPATH"] = str(ROOT)
+        env.pop("PYTEST_ADDOPTS", None)
+        command = [str(python), "-m", "zloop.compat", "check", "--results", str(results)]
+        if project.expected:
+            results.mkdir(parents=True)
+            (results / "expected.toml").write_text(project.expected, encoding="utf-8")
+            command += ["--expected", str(results / "expected.toml")]
+        command += check_args
+        if project.pytest_args:
+            command += ["--", *project.pytest_args]
+        print(f"\ncheck_projects: {name} {project.version} ({project.kind})\n"
+              f"check_projects: $ cd {tree} && python {' '.join(command[1:])}", flush=True)
+        started = time.monotonic()
+        rc = subprocess.run(command, cwd=tree, env=env).returncode
+        rows.append((name, project, rc, time.monotonic() - started, _summary(results)))
+    print()
+    print(f"{'project':17} {'verdict':15} {'tests':>5} {'on_loop':>7} {'other':>5} "
+          f"{'no_loop':>7} {'differs':>7} {'not_counted':>11} {'time':>6}")
+    failed = False
+    for name, project, rc, elapsed_s, counts in rows:
+        right = rc == project.verdict
+        failed |= not right
+        verdict = f"{rc} {'(right)' if right else f'(want {project.verdict})'}"
+        print(f"{name:17} {verdict:15} {counts.get('collected', '-')!s:>5} "
+              f"{counts.get('on_loop', '-')!s:>7} {counts.get('other_loop', '-')!s:>5} "
+              f"{counts.get('no_loop', '-')!s:>7} {counts.get('differs', '-')!s:>7} "
+              f"{counts.get('not_counted', '-')!s:>11} {elapsed_s:5.0f}s")
+    (cache_dir / "results" / "summary.json").write_text(json.dumps(
+        [{"project": n, "version": p.version, "exit": rc, "want": p.verdict, **c}
+         for n, p, rc, _, c in rows], indent=1))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,25 +1,42 @@
-"""Builds zloop's release wheels on one Linux machine with Zig.
+"""Builds zloop's release wheels on one machine with Zig.
 
-    python scripts/wheels.py [--arch x86_64,aarch64] [--python 3.11,...] [--out wheelhouse]
+    python scripts/wheels.py [--target x86_64,aarch64] [--python 3.11,...] [--out wheelhouse]
 
-For each CPython and each architecture, `zig build` cross-compiles the
-extension against that CPython's headers for glibc 2.17 (manylinux2014) at a
+For each CPython and each target, `zig build` cross-compiles the extension
+against that CPython's headers: for Linux, glibc 2.17 (manylinux2014) at a
 baseline CPU (x86-64-v2, which every x86_64 server of the last decade runs;
-aarch64's baseline), ReleaseFast and stripped, and the wheel is assembled
-here: the Python package, the extension under the interpreter's own suffix,
-and metadata read from pyproject.toml. Nothing in the wheel depends on the
+aarch64's baseline), ReleaseFast and stripped. The wheel is assembled here:
+the Python package, the extension under the interpreter's own suffix, and
+metadata read from pyproject.toml. Nothing in the wheel depends on the
 machine that built it.
 
-Headers: CPython 3.11-3.13 from pyenv (or any interpreter named by
-ZLOOP_WHEEL_PYTHON_3_11=PATH and the like), 3.14 and 3.15 from the Debian sid
-chroot that scripts/sid keeps. CPython's public headers are the same for
-x86_64 and aarch64 Linux (both LP64, little-endian; pyconfig.h differs only in
-flags for CPython's own inline assembly, which the C API does not use), so one
-header set serves both architectures.
+Needs: Python 3.11+ to run this (tomllib), Zig from the ziglang package
+(`scripts/wheels` installs it into that Python's environment), and the C
+headers of each CPython built for, looked for in this order:
+
+  1. ZLOOP_WHEEL_PYTHON_3_12=/path/to/python3.12 (and so on): that
+     interpreter's own (sysconfig);
+  2. `python3.12-config --includes`, then `python3.12` (sysconfig), on PATH;
+  3. pyenv's CPython 3.12.x (~/.pyenv or $PYENV_ROOT);
+  4. the Debian sid chroot of scripts/sid (/var/cache/zloop/sid, or
+     $ZLOOP_SID_DIR), once built: the only source of 3.14 and 3.15 headers
+     on a machine that has no such interpreter. `bash scripts/sid ensure`
+     builds it (as root, with apt and mmdebstrap; about 830 MB).
+
+A CPython whose headers are found nowhere stops the build before it starts,
+with what was tried. Everything temporary (Zig's output, a merged copy of
+Debian's multiarch headers) lives in one temporary directory, removed at
+the end; the wheels go to --out.
+
+CPython's public headers are the same for x86_64 and aarch64 Linux (both
+LP64, little-endian; pyconfig.h differs only in flags for CPython's own
+inline assembly, which the C API does not use), so one header set serves
+both Linux targets.
 """
 
 import argparse
 import base64
+import dataclasses
 import glob
 import hashlib
 import os
@@ -33,55 +50,139 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SID_DIR = os.environ.get("ZLOOP_SID_DIR", "/var/cache/zloop/sid")
 PYTHONS = ("3.11", "3.12", "3.13", "3.14", "3.15")
-# arch -> (zig target, zig cpu, wheel platform tags)
-ARCHES = {
-    "x86_64": ("x86_64-linux-gnu.2.17", "x86_64_v2",
-               ("manylinux_2_17_x86_64", "manylinux2014_x86_64")),
-    "aarch64": ("aarch64-linux-gnu.2.17", "baseline",
-                ("manylinux_2_17_aarch64", "manylinux2014_aarch64")),
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One platform a wheel is built for."""
+
+    zig_target: str  # -Dtarget
+    cpu: str  # -Dcpu: the baseline the wheel promises
+    platform_tags: tuple[str, ...]  # the wheel's platform tags
+    so_platform: str  # the extension's suffix: _zloop.cpython-312-{so_platform}.so
+
+    def extension_name(self, version):
+        return f"zloop/_zloop.cpython-{version.replace('.', '')}-{self.so_platform}.so"
+
+
+TARGETS = {
+    "x86_64": Target("x86_64-linux-gnu.2.17", "x86_64_v2",
+                     ("manylinux_2_17_x86_64", "manylinux2014_x86_64"), "x86_64-linux-gnu"),
+    "aarch64": Target("aarch64-linux-gnu.2.17", "baseline",
+                      ("manylinux_2_17_aarch64", "manylinux2014_aarch64"), "aarch64-linux-gnu"),
 }
 
 
-def headers_for(version):
-    """A directory holding Python.h (and a pyconfig.h) for CPython `version`."""
-    override = os.environ.get("ZLOOP_WHEEL_PYTHON_" + version.replace(".", "_"))
-    if override:
-        return _interpreter_include(override)
-    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/include/python{version}")))
-    if pyenv:
-        return pyenv[-1]
-    sid = os.path.join(SID_DIR, "usr", "include", f"python{version}")
-    if not os.path.exists(os.path.join(sid, "Python.h")):
-        subprocess.run(["bash", os.path.join(ROOT, "scripts", "sid"), "ensure"], check=True)
-    return _debian_headers(sid, version)
+class Missing(Exception):
+    """A prerequisite that is not there, and what was tried."""
+
+
+# --- headers -----------------------------------------------------------------------
+
+
+def headers_for(version, work):
+    """A directory holding Python.h and a self-contained pyconfig.h for
+    CPython `version`; `work` is a temporary directory for merged copies."""
+    tried = []
+    for where, find in _HEADER_SOURCES:
+        include = find(version)
+        if include and os.path.exists(os.path.join(include, "Python.h")):
+            return _self_contained(include, version, work)
+        tried.append(where.format(v=version, u=version.replace(".", "_")))
+    raise Missing(f"CPython {version} headers: tried " + "; ".join(tried))
+
+
+def _from_env(version):
+    python = os.environ.get("ZLOOP_WHEEL_PYTHON_" + version.replace(".", "_"))
+    return _interpreter_include(python) if python else None
+
+
+def _from_config(version):
+    config = shutil.which(f"python{version}-config")
+    if not config:
+        return None
+    out = subprocess.run([config, "--includes"], capture_output=True, text=True)
+    for flag in out.stdout.split():
+        if flag.startswith("-I") and os.path.exists(os.path.join(flag[2:], "Python.h")):
+            return flag[2:]
+    return None
+
+
+def _from_path(version):
+    python = shutil.which(f"python{version}")
+    return _interpreter_include(python) if python else None
+
+
+def _from_pyenv(version):
+    pyenv_root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(glob.glob(os.path.join(pyenv_root, "versions", f"{version}.*", "include",
+                                          f"python{version}")))
+    return found[-1] if found else None
+
+
+def _from_sid(version):
+    return os.path.join(SID_DIR, "usr", "include", f"python{version}")
+
+
+_HEADER_SOURCES = (
+    ("$ZLOOP_WHEEL_PYTHON_{u} (unset)", _from_env),
+    ("python{v}-config --includes (not on PATH)", _from_config),
+    ("python{v} on PATH (none)", _from_path),
+    ("pyenv's {v}.x (none)", _from_pyenv),
+    (f"the Debian sid chroot in {SID_DIR} (not built: `bash scripts/sid ensure`, as root, "
+     "with apt and mmdebstrap, about 830 MB)", _from_sid),
+)
 
 
 def _interpreter_include(python):
     out = subprocess.run([python, "-c", "import sysconfig;print(sysconfig.get_paths()['include'])"],
-                         capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _debian_headers(sid, version):
-    """Debian's multiarch pyconfig.h includes <x86_64-linux-gnu/...>: a copy of
-    the headers with that file in place serves any target."""
-    merged = os.path.join(tempfile.gettempdir(), f"zloop-headers-{version}")
-    if not os.path.exists(os.path.join(merged, "Python.h")):
-        shutil.rmtree(merged, ignore_errors=True)
-        shutil.copytree(sid, merged)
-        arch_conf = os.path.join(SID_DIR, "usr", "include", "x86_64-linux-gnu",
-                                 f"python{version}", "pyconfig.h")
-        shutil.copyfile(arch_conf, os.path.join(merged, "pyconfig.h"))
+def _self_contained(include, version, work):
+    """The headers as Zig can use them for any target. Debian's multiarch
+    pyconfig.h only includes <x86_64-linux-gnu/python3.X/pyconfig.h> from
+    the system's include directory, which a cross build does not search: a
+    copy of the headers with that file in its place serves every target."""
+    with open(os.path.join(include, "pyconfig.h"), encoding="utf-8", errors="replace") as f:
+        pyconfig = f.read()
+    if "linux-gnu/python" not in pyconfig:
+        return include
+    system = os.path.dirname(include)  # .../usr/include
+    found = sorted(glob.glob(os.path.join(system, "*-linux-gnu", f"python{version}",
+                                          "pyconfig.h")),
+                   key=lambda path: "/x86_64-linux-gnu/" not in path)
+    if not found:
+        raise Missing(f"CPython {version} headers in {include}: its pyconfig.h includes a "
+                      f"multiarch one, and there is none in {system}/*-linux-gnu/")
+    arch_conf = found[0]
+    merged = os.path.join(work, f"headers-{version}")
+    shutil.copytree(include, merged)
+    os.remove(os.path.join(merged, "pyconfig.h"))
+    shutil.copyfile(arch_conf, os.path.join(merged, "pyconfig.h"))
     return merged
 
 
-def build_extension(version, arch, workdir):
-    """The stripped ReleaseFast extension for one CPython and architecture."""
-    target, cpu, _ = ARCHES[arch]
-    prefix = os.path.join(workdir, f"{version}-{arch}")
+def check_zig():
+    probe = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True,
+                           text=True)
+    if probe.returncode != 0:
+        raise Missing(f"Zig: {sys.executable} -m ziglang does not run (pip install "
+                      "ziglang==0.17.1; scripts/wheels does it)")
+    return probe.stdout.strip()
+
+
+# --- building ----------------------------------------------------------------------
+
+
+def build_extension(version, target_name, headers, work):
+    """The stripped ReleaseFast extension for one CPython and target."""
+    target = TARGETS[target_name]
+    prefix = os.path.join(work, f"{version}-{target_name}")
     cmd = [sys.executable, "-m", "ziglang", "build", "-Doptimize=ReleaseFast", "-Dstrip=true",
-           f"-Dtarget={target}", f"-Dcpu={cpu}", f"-Dpython-include={headers_for(version)}",
-           "--prefix", prefix]
+           f"-Dtarget={target.zig_target}", f"-Dcpu={target.cpu}",
+           f"-Dpython-include={headers}", "--prefix", prefix]
     print("wheels: " + " ".join(cmd[3:]), flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True)
     return os.path.join(prefix, "lib", "_zloop.so")
@@ -123,23 +224,27 @@ def _record_line(name, data):
     return f"{name},sha256={digest},{len(data)}"
 
 
-def write_wheel(version, arch, so_path, out_dir):
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write_wheel(version, target_name, so_path, out_dir):
     meta, project = metadata()
+    target = TARGETS[target_name]
     name, ver = project["name"], project["version"]
     tag = "cp" + version.replace(".", "")
-    plats = ARCHES[arch][2]
-    wheel_name = f"{name}-{ver}-{tag}-{tag}-{'.'.join(plats)}.whl"
+    wheel_name = f"{name}-{ver}-{tag}-{tag}-{'.'.join(target.platform_tags)}.whl"
     dist_info = f"{name}-{ver}.dist-info"
     wheel_meta = "Wheel-Version: 1.0\nGenerator: zloop scripts/wheels.py\nRoot-Is-Purelib: false\n"
-    wheel_meta += "".join(f"Tag: {tag}-{tag}-{p}\n" for p in plats)
-    entries = [(n, open(p, "rb").read()) for n, p in package_files()]
-    entries.append((f"zloop/_zloop.{tag.replace('cp', 'cpython-')}-{arch}-linux-gnu.so",
-                    open(so_path, "rb").read()))
+    wheel_meta += "".join(f"Tag: {tag}-{tag}-{p}\n" for p in target.platform_tags)
+    entries = [(n, _read(p)) for n, p in package_files()]
+    entries.append((target.extension_name(version), _read(so_path)))
     entries.append((f"{dist_info}/METADATA", meta.encode()))
     entries.append((f"{dist_info}/WHEEL", wheel_meta.encode()))
     license_path = os.path.join(ROOT, "LICENSE")
     if os.path.exists(license_path):
-        entries.append((f"{dist_info}/licenses/LICENSE", open(license_path, "rb").read()))
+        entries.append((f"{dist_info}/licenses/LICENSE", _read(license_path)))
     record = [_record_line(n, d) for n, d in entries] + [f"{dist_info}/RECORD,,"]
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, wheel_name)
@@ -155,19 +260,46 @@ def write_wheel(version, arch, so_path, out_dir):
     return path
 
 
+def _choices(text, known, option, parser):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        parser.error(f"{option} {text!r}: choose from {', '.join(known)}")
+    return names
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", default=",".join(ARCHES))
-    parser.add_argument("--python", default=",".join(PYTHONS))
+    parser.add_argument("--target", "--arch", default=",".join(TARGETS),
+                        help=f"comma-separated targets (default: {','.join(TARGETS)})")
+    parser.add_argument("--python", default=",".join(PYTHONS),
+                        help=f"comma-separated CPython versions (default: {','.join(PYTHONS)})")
     parser.add_argument("--out", default=os.path.join(ROOT, "wheelhouse"))
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as work:
-        for version in args.python.split(","):
-            for arch in args.arch.split(","):
-                if arch not in ARCHES:
-                    parser.error(f"unknown arch {arch!r}; choose from {', '.join(ARCHES)}")
-                so = build_extension(version, arch, work)
-                write_wheel(version, arch, so, args.out)
+    targets = _choices(args.target, tuple(TARGETS), "--target", parser)
+    versions = _choices(args.python, PYTHONS, "--python", parser)
+    with tempfile.TemporaryDirectory(prefix="zloop-wheels-") as work:
+        # Every prerequisite first, so that a missing one stops the build
+        # before it starts, with all that is missing at once.
+        headers, missing = {}, []
+        try:
+            print(f"wheels: Zig {check_zig()}", flush=True)
+        except Missing as exc:
+            missing.append(str(exc))
+        for version in versions:
+            try:
+                headers[version] = headers_for(version, work)
+                print(f"wheels: CPython {version} headers: {headers[version]}", flush=True)
+            except Missing as exc:
+                missing.append(str(exc))
+        if missing:
+            print("wheels: cannot build; missing:\n  " + "\n  ".join(missing) +
+                  "\n(or build fewer: --python 3.12,3.13)", file=sys.stderr)
+            return 1
+        for version in versions:
+            for target in targets:
+                so = build_extension(version, target, headers[version], work)
+                write_wheel(version, target, so, args.out)
     return 0
 
 

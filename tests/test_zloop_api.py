@@ -192,12 +192,40 @@ def test_public_names(zloop_module):
 def test_backend_is_chosen_per_loop(zloop_module, monkeypatch, backend):
     # A kernel that refuses io_uring falls back to epoll; this one has it.
     monkeypatch.setenv("ZLOOP_BACKEND", backend)
+    assert zloop_module.BACKEND == backend
     lp = zloop_module.new_event_loop()
     try:
-        assert lp._backend == backend
+        assert lp.backend == lp._backend == backend  # _backend: the older name
         assert lp.run_until_complete(asyncio.sleep(0, "ran")) == "ran"
     finally:
         lp.close()
+
+
+def test_backends_are_the_builds_own(zloop_module, monkeypatch):
+    assert zloop_module.BACKENDS[0] == "epoll"  # the default, first
+    assert "BACKENDS" in zloop_module.__all__
+    monkeypatch.setenv("ZLOOP_BACKEND", "")  # empty: the default, as unset
+    assert zloop_module.BACKEND == zloop_module.BACKENDS[0]
+    for backend in zloop_module.BACKENDS:
+        monkeypatch.setenv("ZLOOP_BACKEND", backend)
+        assert zloop_module.BACKEND == backend
+
+
+@pytest.mark.parametrize("name", ["selectr", "kqueue", "EPOLL"])
+def test_unknown_backend_is_refused_alike_by_BACKEND_and_loop_creation(
+        zloop_module, monkeypatch, name):
+    # kqueue is a backend name, but not of a Linux build.
+    if name in zloop_module.BACKENDS:
+        pytest.skip(f"{name} is a backend of this build")
+    monkeypatch.setenv("ZLOOP_BACKEND", name)
+    with pytest.raises(ValueError) as at_import:
+        zloop_module.BACKEND
+    with pytest.raises(ValueError) as at_creation:
+        zloop_module.new_event_loop()
+    message = str(at_creation.value)
+    assert str(at_import.value) == message
+    assert f"ZLOOP_BACKEND is '{name}'" in message
+    assert all(f"'{b}'" in message for b in zloop_module.BACKENDS), message
 
 
 def test_unknown_backend_fails_loudly_and_cleanly(zloop_module, monkeypatch):

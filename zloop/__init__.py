@@ -6,15 +6,14 @@
 """
 
 import asyncio as _asyncio
-import os as _os
 import sys as _sys
 
 from . import _policy
 
 try:
     from ._loop import Loop
-    from ._zloop import BACKEND as _DEFAULT_BACKEND
-    from ._zloop import Handle, TimerHandle
+    from ._zloop import BACKENDS, Handle, TimerHandle
+    from ._zloop import _selected_backend
 except ModuleNotFoundError as _exc:
     if _exc.name != "zloop._zloop":
         raise
@@ -26,16 +25,18 @@ except ModuleNotFoundError as _exc:
         "(needs `pip install ziglang`), or `pip install -e .`; "
         "otherwise install zloop: `pip install zloop`.", name=_exc.name) from None
 
-__all__ = ("Loop", "new_event_loop", "run", "Handle", "TimerHandle", "BACKEND")
+__all__ = ("Loop", "new_event_loop", "run", "Handle", "TimerHandle", "BACKEND", "BACKENDS")
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
     # BACKEND: the backend a loop created now asks for. Each loop reads
-    # ZLOOP_BACKEND when it is created, so this does too (a kernel that
-    # refuses io_uring gives such a loop epoll: its `_backend` says which).
+    # ZLOOP_BACKEND when it is created, so this does too, through the same
+    # check: a name not in BACKENDS raises the ValueError that creating a
+    # loop would (a kernel that refuses io_uring gives such a loop epoll:
+    # its `backend` says which).
     if name == "BACKEND":
-        return _os.environ.get("ZLOOP_BACKEND") or _DEFAULT_BACKEND
+        return _selected_backend()
     raise AttributeError(f"module 'zloop' has no attribute {name!r}")
 
 

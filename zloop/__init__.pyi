@@ -4,37 +4,75 @@ import asyncio
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
 
 _T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 __version__: Final[str]
+BACKENDS: Final[tuple[str, ...]]
+"""The backends this build of zloop has, the default first: on Linux
+``("epoll", "io_uring")``."""
 BACKEND: str
-"""The backend a loop created now gets: ``$ZLOOP_BACKEND`` or ``"epoll"``."""
+"""The backend a loop created now asks for: ``$ZLOOP_BACKEND``, else the
+default. A name not in ``BACKENDS`` raises ``ValueError``, as creating a loop
+does."""
 
 class Handle:
-    """A native ``asyncio.Handle`` look-alike (not a subclass of it)."""
+    """A native handle: ``asyncio.Handle``'s methods, but not a subclass of
+    it, so ``isinstance(handle, asyncio.Handle)`` is False (see
+    docs/differences.md)."""
 
     def cancel(self) -> None: ...
     def cancelled(self) -> bool: ...
     def get_context(self) -> contextvars.Context: ...
 
 class TimerHandle(Handle):
+    """A native timer handle (not a subclass of ``asyncio.TimerHandle``)."""
+
     def when(self) -> float: ...
+    def __hash__(self) -> int: ...
+    def __lt__(self, other: TimerHandle) -> bool: ...
+    def __le__(self, other: TimerHandle) -> bool: ...
+    def __gt__(self, other: TimerHandle) -> bool: ...
+    def __ge__(self, other: TimerHandle) -> bool: ...
+    def __eq__(self, other: object) -> bool: ...
 
 class Loop(asyncio.AbstractEventLoop):
     """An asyncio event loop whose engine is written in Zig. Its methods have
-    the signatures of asyncio's own loop on the running Python."""
+    the signatures of asyncio's own loop on the running Python, but that the
+    call_* methods return zloop's own handles."""
 
     def __init__(self) -> None: ...
+    @property
+    def backend(self) -> str:
+        """The backend this loop runs on, one of ``BACKENDS``."""
+    @property
+    def _backend(self) -> str:
+        """``backend``, under the name documented before it was public."""
+    # The handles are zloop's, which asyncio's AbstractEventLoop does not
+    # allow for: the overrides are incompatible in type as they are at run
+    # time, and say so.
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
+        context: contextvars.Context | None = None
+    ) -> Handle: ...
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
+        context: contextvars.Context | None = None
+    ) -> Handle: ...
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
+        context: contextvars.Context | None = None
+    ) -> TimerHandle: ...
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
+        context: contextvars.Context | None = None
+    ) -> TimerHandle: ...
     add_reader = asyncio.AbstractEventLoop.add_reader
     add_signal_handler = asyncio.AbstractEventLoop.add_signal_handler
     add_writer = asyncio.AbstractEventLoop.add_writer
-    call_at = asyncio.AbstractEventLoop.call_at
     call_exception_handler = asyncio.AbstractEventLoop.call_exception_handler
-    call_later = asyncio.AbstractEventLoop.call_later
-    call_soon = asyncio.AbstractEventLoop.call_soon
-    call_soon_threadsafe = asyncio.AbstractEventLoop.call_soon_threadsafe
     close = asyncio.AbstractEventLoop.close
     connect_read_pipe = asyncio.AbstractEventLoop.connect_read_pipe
     connect_write_pipe = asyncio.AbstractEventLoop.connect_write_pipe

@@ -109,6 +109,13 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         "__dict__",  # LoopCore has weak references already
     )
 
+    @property
+    def backend(self):
+        """The backend this loop runs on: one of ``zloop.BACKENDS``. It is
+        what ``ZLOOP_BACKEND`` asked for when the loop was created, except
+        that a kernel that refuses io_uring gives the loop epoll."""
+        return self._backend
+
     def __init__(self):
         self._pid = os.getpid()
         self._default_executor = None

@@ -19,16 +19,21 @@ an injection of its own (see ``compat/`` in zloop's repository).
 
 Proof: the plugin wraps ``asyncio``'s ``_set_running_loop`` before any loop
 module is imported, and records, for every test, the type of each loop that
-ran during its setup, call and teardown. ``--event-loop-report`` writes a JSON
-report with each test's outcome and loop types; ``python -m zloop.compat diff``
-compares two such reports (one on asyncio, one on zloop).
+ran during its setup, call and teardown (and of each loop the swapped
+``asyncio.new_event_loop()`` built, run or not). ``--event-loop-report``
+writes a JSON report with each test's outcome and loop types (and, for a
+loop class of no known family, its stock base class);
+``python -m zloop.compat diff`` compares two such reports (one on asyncio,
+one on zloop).
 
 Loops: ``asyncio`` (stock, nothing is swapped), ``uvloop``, ``zloop``. With
-``--event-loop-backend epoll|io_uring`` the plugin sets ``ZLOOP_BACKEND`` before
-zloop is imported. Every flag has an ini option of the same name with
-underscores (``event_loop = zloop``); an unknown loop or backend is a usage
-error. ``python -m zloop.compat check`` drives this plugin over a whole project
-(docs/validate.md).
+``--event-loop-backend NAME`` (one of ``zloop.BACKENDS``) the plugin sets
+``ZLOOP_BACKEND`` before zloop is imported. Every flag has an ini option of the
+same name with underscores (``event_loop = zloop``); an unknown loop or backend
+is a usage error. ``python -m zloop.compat check`` drives this plugin over a
+whole project (docs/validate.md), with the options below the report's, which
+apply the runner's own settings from inside pytest so that none of them can
+clash with a project's configuration.
 """
 
 from __future__ import annotations
@@ -49,10 +54,20 @@ import pytest
 from zloop import _policy
 
 LOOP_NAMES = ("asyncio", "uvloop", "zloop")
-BACKEND_NAMES = ("epoll", "io_uring")
 
-# The user property that carries a test's loop types from an xdist worker.
+# The user properties that carry a test's loop types, and the stock base
+# class of those of no known family, from an xdist worker.
 _LOOPS_PROPERTY = "zloop_loop_types"
+_BASES_PROPERTY = "zloop_loop_bases"
+
+
+def backend_names() -> tuple[str, ...]:
+    """The backends of the zloop build that is importable here
+    (``zloop.BACKENDS``): the extension knows them, so a build with another
+    set (kqueue) needs no change here."""
+    import zloop
+
+    return tuple(zloop.BACKENDS)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -90,6 +105,32 @@ def is_loop_of(type_name: str, name: str) -> bool:
     return type_name.split(".", 1)[0] == name
 
 
+def loop_family(type_name: str) -> str | None:
+    """The loop family (one of ``LOOP_NAMES``) of a recorded loop type name,
+    or None for a loop class of a family of its own (a project's)."""
+    family = type_name.split(".", 1)[0]
+    return family if family in LOOP_NAMES else None
+
+
+def stock_base(loop_type: type) -> str:
+    """The public name of the nearest base class of ``loop_type`` that
+    belongs to a known loop family: ``asyncio.SelectorEventLoop`` for a
+    project's subclass of it (asyncio's own names for its classes, where it
+    has one, rather than ``asyncio.unix_events._UnixSelectorEventLoop``)."""
+    for cls in loop_type.__mro__:
+        if cls.__module__.split(".", 1)[0] not in LOOP_NAMES:
+            continue
+        if cls.__module__.startswith("asyncio"):
+            # 3.13 names the selector loop twice (EventLoop, SelectorEventLoop):
+            # the name closest to the class's own.
+            names = [n for n in getattr(asyncio, "__all__", ())
+                     if getattr(asyncio, n, None) is cls]
+            if names:
+                return "asyncio." + max(names, key=lambda n: (n in cls.__name__, len(n)))
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return "object"
+
+
 # --- recording the loops that actually ran -----------------------------------
 
 
@@ -106,6 +147,8 @@ class LoopRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: set[str] = set()
+        # type name -> stock base, for the loop types of no known family
+        self.bases: dict[str, str] = {}
         self._installed = False
 
     def install(self) -> None:
@@ -133,8 +176,11 @@ class LoopRecorder:
             pass
 
     def note(self, loop: object) -> None:
+        name = loop_type_name(loop)
         with self._lock:
-            self._seen.add(loop_type_name(loop))
+            self._seen.add(name)
+            if name not in self.bases and loop_family(name) is None:
+                self.bases[name] = stock_base(type(loop))
 
     def take(self) -> list[str]:
         """Return the loop types seen since the last call, and forget them."""
@@ -164,8 +210,9 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
     is the control that every other loop is compared against.
     """
     if backend is not None:
-        if backend not in BACKEND_NAMES:
-            raise ValueError(f"unknown backend {backend!r}; choose from {BACKEND_NAMES}")
+        if backend not in backend_names():
+            raise ValueError(f"unknown backend {backend!r}; choose from "
+                             f"{', '.join(backend_names())}")
         os.environ["ZLOOP_BACKEND"] = backend
     factory = loop_factory(name)
     if name == "asyncio":
@@ -174,9 +221,23 @@ def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
     # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
     if _DEFAULT_POLICY is None:
         raise RuntimeError("asyncio has no event loop policy to swap the loop through")
-    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
+    _DEFAULT_POLICY._loop_factory = staticmethod(  # type: ignore[attr-defined]
+        _recording(factory))
     _policy.set_policy(None)
     return factory
+
+
+def _recording(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """``factory``, noting each loop it builds as seen by the running test:
+    a test that builds its loop through the swap and never runs it was
+    still reached by the swap."""
+
+    def new_event_loop() -> Any:
+        loop = factory()
+        RECORDER.note(loop)
+        return loop
+
+    return new_event_loop
 
 
 # --- pytest plugin ---------------------------------------------------------------
@@ -192,18 +253,29 @@ _OPTIONS = (
      "loop that asyncio.new_event_loop() builds for the whole run: "
      f"{'|'.join(LOOP_NAMES)} (default: $ZLOOP_TEST_LOOP, else asyncio)"),
     ("--event-loop-backend", "event_loop_backend",
-     f"zloop backend, {'|'.join(BACKEND_NAMES)}, passed to zloop as ZLOOP_BACKEND"),
+     "zloop backend, one of zloop.BACKENDS (epoll|io_uring on Linux), passed to zloop "
+     "as ZLOOP_BACKEND"),
     ("--event-loop-report", "event_loop_report",
      "write a JSON report: each test's outcome and the loop types it ran on"),
     ("--event-loop-exclude", "event_loop_exclude",
      'deselect tests named in a JSON list of {"test": glob, "reason": text}'),
     ("--event-loop-label", "event_loop_label",
      "free-form label stored in the report (suite name, version)"),
+    ("--event-loop-select", "event_loop_select",
+     "run only the tests named in a JSON list of test ids (the runner's reruns: "
+     "the run's own arguments stay as they were)"),
+    ("--event-loop-jobs", "event_loop_jobs",
+     "pytest-xdist workers, when xdist is active (0: none)"),
+    ("--event-loop-timeout", "event_loop_timeout",
+     "per-test timeout in seconds, when pytest-timeout is active"),
+    ("--event-loop-complete", "event_loop_complete",
+     "yes: run every test even where the configuration stops at the first failure "
+     "(-x, --maxfail, --sw): two runs compared test by test must both be complete"),
 )
-_PATH_OPTIONS = ("event_loop_report", "event_loop_exclude")
+_PATH_OPTIONS = ("event_loop_report", "event_loop_exclude", "event_loop_select")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("zloop", "run the suite on a chosen event loop (zloop.testing)")
     for flag, name, text in _OPTIONS:
         # Checked in pytest_configure, not by argparse's choices: the ini and
@@ -211,6 +283,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(flag, dest=name, default=None,
                         metavar="PATH" if name in _PATH_OPTIONS else None, help=text)
         parser.addini(name, help=f"{text} (as {flag})", default=None)
+    if pluginmanager.is_blocked("cacheprovider"):
+        # The compat runner points each run's cache at a directory of its
+        # own (-o cache_dir=...). With the cache plugin turned off by the
+        # project (-p no:cacheprovider), that key would be unknown, which
+        # --strict-config or filterwarnings = error turn into a failure.
+        parser.addini("cache_dir", help="unused: the cache plugin is off (zloop.testing)")
 
 
 def _setting(config: pytest.Config, name: str,
@@ -243,9 +321,69 @@ def _choice(config: pytest.Config, name: str, choices: tuple[str, ...],
     return value
 
 
+def _backend_choice(config: pytest.Config) -> str | None:
+    value, where = _setting(config, "event_loop_backend")
+    if value is None:
+        return None
+    try:
+        names = backend_names()
+    except ImportError as exc:
+        raise pytest.UsageError(f"zloop.testing: {where} is {value!r}, but zloop is not "
+                                f"importable here: {exc}") from None
+    return _choice(config, "event_loop_backend", names)
+
+
+def _count(config: pytest.Config, name: str) -> float | None:
+    value, where = _setting(config, name)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if number < 0:
+        raise pytest.UsageError(f"zloop.testing: {where} is {value!r}; expected a number "
+                                "0 or more")
+    return number
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Applies ``--event-loop-complete``, and ``--event-loop-jobs`` and
+    ``--event-loop-timeout`` to pytest-xdist and pytest-timeout, each only
+    when the plugin is active in this run: a flag of theirs on the command
+    line would be an unknown argument in a project that turns the plugin
+    off. Runs before any ``pytest_configure`` (the stepwise plugin's
+    registers itself there) and before xdist's own ``pytest_cmdline_main``,
+    which turns ``numprocesses`` into workers."""
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller's options came with it
+    complete = _choice(config, "event_loop_complete", ("yes", "no"))
+    if complete == "yes":
+        config.option.maxfail = 0
+        for name in ("stepwise", "stepwise_skip", "stepwise_reset"):
+            if hasattr(config.option, name):
+                setattr(config.option, name, False)
+    jobs = _count(config, "event_loop_jobs")
+    xdist = config.pluginmanager.hasplugin("xdist")
+    if jobs is not None and xdist:
+        config.option.numprocesses = int(jobs)
+        if jobs:
+            # A hang ends its worker; xdist's default of 4 restarts per
+            # worker would then stop the run and leave the rest unrun.
+            config.option.maxworkerrestart = "100000"
+    timeout_s = _count(config, "event_loop_timeout")
+    if timeout_s is not None and config.pluginmanager.hasplugin("timeout"):
+        config.option.timeout = timeout_s
+        # In a worker, the thread method ends the worker and xdist reports
+        # the test; in one process only the signal method keeps the run going.
+        workers = xdist and bool(getattr(config.option, "numprocesses", 0))
+        config.option.timeout_method = "thread" if workers else "signal"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     name = _choice(config, "event_loop", LOOP_NAMES, "ZLOOP_TEST_LOOP") or "asyncio"
-    backend = _choice(config, "event_loop_backend", BACKEND_NAMES)
+    backend = _backend_choice(config)
     factory = install_loop(name, backend)
     config.stash[_STATE_KEY] = _State(config, name, backend, factory)
     config.pluginmanager.register(config.stash[_STATE_KEY], "zloop-testing-state")
@@ -270,8 +408,10 @@ class _State:
         self.is_worker = hasattr(config, "workerinput")
         self.report_path = _setting(config, "event_loop_report")[0]
         self.excludes = _load_excludes(_setting(config, "event_loop_exclude")[0])
+        self.select = _load_select(_setting(config, "event_loop_select")[0])
         self.excluded: dict[str, str] = {}
         self.tests: dict[str, dict[str, Any]] = {}
+        self.loop_bases: dict[str, str] = {}
         self.started_s = time.time()
         self._jsonl = None
         if self.report_path and not self.is_worker:
@@ -292,13 +432,22 @@ class _State:
         yield
         # Appended before the teardown report is made, so it travels with it
         # (through xdist too).
-        item.user_properties.append((_LOOPS_PROPERTY, RECORDER.take()))
+        loops = RECORDER.take()
+        item.user_properties.append((_LOOPS_PROPERTY, loops))
+        bases = {name: RECORDER.bases[name] for name in loops if name in RECORDER.bases}
+        if bases:
+            item.user_properties.append((_BASES_PROPERTY, bases))
 
     # Exclusions.
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
+        if self.select is not None:
+            unselected = [i for i in items if i.nodeid not in self.select]
+            if unselected:
+                config.hook.pytest_deselected(items=unselected)
+                items[:] = [i for i in items if i.nodeid in self.select]
         if not self.excludes:
             return
         kept = []
@@ -316,6 +465,21 @@ class _State:
             worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]
             path = Path(f"{self.report_path}.excluded-{worker}.json")
             path.write_text(json.dumps(self.excluded), encoding="utf-8")
+
+    # Progress, on the controlling process: how many tests this run has
+    # (the runner shows "n of N tests"); a worker's count under xdist.
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # Not called on an xdist controller, which collects nothing itself.
+        self._write_collected(len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._write_collected(len(ids))
+
+    def _write_collected(self, count: int) -> None:
+        if self.report_path and not self.is_worker:
+            Path(self.report_path + ".collected").write_text(str(count), encoding="utf-8")
 
     # Outcomes, on the controlling process.
 
@@ -337,6 +501,8 @@ class _State:
         for key, value in report.user_properties:
             if key == _LOOPS_PROPERTY:
                 entry["loops"] = sorted(set(entry["loops"]) | set(value))
+            elif key == _BASES_PROPERTY:
+                self.loop_bases.update(value)
         if report.when in ("teardown", "???") or outcome == "crashed":
             if self._jsonl is not None:
                 self._jsonl.write(json.dumps({"test": report.nodeid, **entry}) + "\n")
@@ -363,6 +529,7 @@ class _State:
             path.unlink()
         report["excluded"] = dict(self.excluded)
         report["summary"]["excluded"] = len(self.excluded)
+        report["loop_bases"] = dict(sorted(self.loop_bases.items()))
         Path(self.report_path).write_text(json.dumps(report, indent=1, sort_keys=True),
                                           encoding="utf-8")
 
@@ -445,6 +612,12 @@ def _load_excludes(path: str | None) -> list[tuple[str, str]]:
         return []
     entries = json.loads(Path(path).read_text(encoding="utf-8"))
     return [(entry["test"], entry["reason"]) for entry in entries]
+
+
+def _load_select(path: str | None) -> set[str] | None:
+    if not path:
+        return None
+    return set(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def _match_exclude(nodeid: str, excludes: list[tuple[str, str]]) -> str | None:

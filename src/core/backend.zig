@@ -47,20 +47,18 @@ fn Of(comptime kind: Kind) type {
     };
 }
 
-/// The default backend's name (what `zloop.BACKEND` reports).
+/// The default backend's name (what `zloop.BACKEND` reports when
+/// `ZLOOP_BACKEND` is unset).
 pub const name = @tagName(@as(Kind, @enumFromInt(0)));
 
 /// This build's backends by name, the default first.
 pub const names = std.meta.fieldNames(Kind);
 
-/// The backends as a message lists them: "'epoll' or 'io_uring'".
-pub const choices: []const u8 = list: {
+/// `names` as an error message lists them: `'epoll', 'io_uring'`.
+pub const names_quoted = blk: {
     var text: []const u8 = "";
-    for (names, 0..) |n, i| {
-        const sep = if (i == 0) "" else if (i + 1 == names.len) " or " else ", ";
-        text = text ++ sep ++ "'" ++ n ++ "'";
-    }
-    break :list text;
+    for (names, 0..) |n, i| text = text ++ (if (i == 0) "" else ", ") ++ "'" ++ n ++ "'";
+    break :blk text;
 };
 
 pub const InitError = sys.Error || error{UnknownBackend};
@@ -272,9 +270,11 @@ pub fn initKind(kind: Kind) sys.Error!Backend {
     return kqueue.Backend.init();
 }
 
-/// Starts the backend `ZLOOP_BACKEND` names (the only one off Linux).
+/// Starts the backend `ZLOOP_BACKEND` names (the only one off Linux,
+/// where another name is refused all the same).
 pub fn initFromEnv() InitError!Backend {
     if (is_linux) return Multi.init();
+    _ = try kindFromEnv();
     return kqueue.Backend.init();
 }
 
@@ -316,9 +316,10 @@ test "backend names parse; unknown ones are refused" {
     if (@hasField(Kind, "io_uring")) try std.testing.expectEqual(@as(?Kind, .io_uring), parseKind("io_uring"));
     if (@hasField(Kind, "kqueue")) try std.testing.expectEqual(@as(?Kind, .kqueue), parseKind("kqueue"));
     try std.testing.expectEqual(@as(?Kind, null), parseKind("uring"));
-    if (!is_linux) try std.testing.expectEqualStrings("'kqueue'", choices);
-    if (@hasField(Kind, "io_uring")) try std.testing.expectEqualStrings("'epoll' or 'io_uring'", choices);
-    if (is_linux and sys.portable) try std.testing.expectEqualStrings("'epoll' or 'kqueue'", choices);
+    if (!is_linux) try std.testing.expectEqualStrings("'kqueue'", names_quoted);
+    if (is_linux and sys.portable) try std.testing.expectEqualStrings("'epoll', 'kqueue'", names_quoted);
+    try std.testing.expectEqualStrings(name, names[0]);
+    if (@hasField(Kind, "io_uring")) try std.testing.expectEqualStrings("'epoll', 'io_uring'", names_quoted);
 }
 
 test "each backend starts and reports its name" {

@@ -1068,7 +1068,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
         // __del__ (a Python subclass's) has nothing to clean up or warn about.
         _ = switch (err) {
             error.OutOfMemory => c.PyErr_NoMemory(),
-            error.UnknownBackend => py.raise(c.PyExc_ValueError, "ZLOOP_BACKEND must be 'epoll' or 'io_uring'"),
+            error.UnknownBackend => raiseUnknownBackend(),
             else => py.raiseErrno(core.sys.last_errno),
         };
         loop.closed = true;
@@ -1230,6 +1230,25 @@ fn setSlow(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
 
 fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return py.boolean(py.cast(Loop, self.?).closed);
+}
+
+/// Raises the `ValueError` of a `ZLOOP_BACKEND` that names no backend of
+/// this build: loop creation and `zloop.BACKEND` (`_selected_backend`)
+/// refuse a name alike.
+pub fn raiseUnknownBackend() ?*Obj {
+    const raw: [*:0]const u8 = std.c.getenv(core.backend.env_var) orelse "";
+    _ = c.PyErr_Format(c.PyExc_ValueError, "ZLOOP_BACKEND is '%s', which is not a backend " ++
+        "of this build of zloop: choose from " ++ core.backend.names_quoted, raw);
+    return null;
+}
+
+/// `_selected_backend()`: the backend a loop created now asks for (the
+/// name `ZLOOP_BACKEND` gives, else the default), checked as loop creation
+/// checks it.
+pub fn selectedBackend(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const kind = core.backend.kindFromEnv() catch return raiseUnknownBackend();
+    const name = @tagName(kind);
+    return c.PyUnicode_FromStringAndSize(name.ptr, @intCast(name.len));
 }
 
 /// `_backend`: the name of the backend this loop's reactor runs on.

@@ -38,6 +38,7 @@ var methods = [_]c.PyMethodDef{
     py.methodFast("_install", install, null),
     py.methodNoArgs("_malloc_primed", loop.mallocPrimed, null),
     py.methodFast("_install_net", transport.installNet, null),
+    py.methodNoArgs("_selected_backend", loop.selectedBackend, null),
     py.sentinel_method,
 };
 
@@ -64,9 +65,22 @@ export fn PyInit__zloop() ?*Obj {
         py.decref(m);
         return null;
     }
-    if (c.PyModule_AddStringConstant(m, "BACKEND", core.backend.name) < 0) {
+    if (c.PyModule_AddStringConstant(m, "BACKEND", core.backend.name) < 0 or !addBackendNames(m)) {
         py.decref(m);
         return null;
     }
     return m;
+}
+
+/// `BACKENDS`: the tuple of backend names this build accepts, the default
+/// first (from the core's `Kind`, so a platform's set is named once).
+fn addBackendNames(m: *Obj) bool {
+    const names = core.backend.names;
+    const tuple = c.PyTuple_New(names.len) orelse return false;
+    defer py.decref(tuple);
+    for (names, 0..) |name, i| {
+        const text = c.PyUnicode_FromStringAndSize(name.ptr, @intCast(name.len)) orelse return false;
+        if (c.PyTuple_SetItem(tuple, @intCast(i), text) < 0) return false; // steals text
+    }
+    return c.PyModule_AddObjectRef(m, "BACKENDS", tuple) == 0;
 }

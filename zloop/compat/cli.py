@@ -16,24 +16,20 @@ still differs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import sysconfig
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zloop.compat import fetch, report
+from zloop.compat.check import run_check
+from zloop.compat.runner import (LOOPS, backend_names, judge, load_run, python_tag,
+                                 run_pytest)
 from zloop.compat.suites import (PINNED_SUITES_HOME, Suite, SuiteError, default_compat_dir,
                                  load_suite, suite_names)
-
-LOOPS = ("asyncio", "uvloop", "zloop")
-BACKENDS = ("epoll", "io_uring")
 # The uvloop that --loop uvloop runs on: the reference a user compares against.
 UVLOOP_PIN = "uvloop==0.23.0"
 
@@ -72,12 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Run this project's pytest suite once per loop (and zloop backend), "
         "prove each run ran on its loop, rerun the tests whose outcome differs to tell "
         "flaky tests from real differences, and exit 1 if a difference is not listed in "
-        "--expected. See docs/validate.md.")
+        "--expected; exit 3 when the swap reached no test (the suite's own loop class). "
+        "See docs/validate.md.")
     p.add_argument("--loops", default="asyncio,zloop",
                    help="comma-separated loops; asyncio, the baseline, always runs "
                    f"(from {','.join(LOOPS)}; default asyncio,zloop)")
     p.add_argument("--backend", default=None,
-                   help=f"comma-separated zloop backends to run ({','.join(BACKENDS)}; "
+                   help=f"comma-separated zloop backends to run ({','.join(backend_names())}; "
                    "default: zloop's own choice)")
     p.add_argument("--expected", type=Path, default=None, metavar="FILE",
                    help="TOML list of accepted differences ([[zloop]] test = ..., "
@@ -90,9 +87,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="per-test timeout in seconds when pytest-timeout is installed "
                    "(default 120)")
     p.add_argument("--results", type=Path, default=None, metavar="DIR",
-                   help="keep the JSON reports in DIR (default: a temporary directory)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    p.set_defaults(func=_cmd_check)
+                   help="keep the JSON reports and pytest's output in DIR (default: a "
+                   "temporary directory)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="show pytest's output as it runs (default: a progress line per run, "
+                   "and the end of the output of a run that fails)")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --), "
+                   "passed to every run, the reruns included")
+    p.set_defaults(func=run_check)
 
     p = sub.add_parser("list", help="list the suites and their pins")
     p.set_defaults(func=_cmd_list)
@@ -104,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a suite on a loop and diff it against asyncio")
     p.add_argument("suite")
     p.add_argument("--loop", choices=LOOPS, default="zloop")
-    p.add_argument("--backend", choices=BACKENDS, default=None,
+    p.add_argument("--backend", choices=backend_names(), default=None,
                    help="zloop backend, passed as ZLOOP_BACKEND")
     p.add_argument("--no-install", action="store_true",
                    help="do not pip-install the pinned test requirements")
@@ -145,16 +147,6 @@ def _cache_dir(compat_dir: Path) -> Path:
     return Path(os.environ.get("ZLOOP_COMPAT_CACHE", compat_dir / ".cache")).resolve()
 
 
-def _python_tag() -> str:
-    return "{}.{}".format(*sys.version_info[:2])
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    from zloop.compat.check import run_check  # it builds on this module
-
-    return run_check(args)
-
-
 def _cmd_list(args: argparse.Namespace) -> int:
     compat_dir = _compat_dir(args)
     names = suite_names(compat_dir)
@@ -189,7 +181,7 @@ def _prepare_tree(suite: Suite, cache_dir: Path) -> Path:
 
 def _result_path(cache_dir: Path, suite: Suite, loop: str, backend: str | None) -> Path:
     name = loop if not backend else f"{loop}-{backend}"
-    return cache_dir / "results" / suite.name / f"py{_python_tag()}" / f"{name}.json"
+    return cache_dir / "results" / suite.name / f"py{python_tag()}" / f"{name}.json"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -223,31 +215,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return _conclude(suite, args, result, baseline, out_path, rc, compat_dir, run_root)
 
 
-# At most this many unlisted differences are run again to confirm them; more
-# than that is no flake.
-RERUN_MAX = 20
-
-
-def confirm(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
-            diff: report.DiffResult, out_path: Path, run_root: Path, rounds: int = 1) -> None:
-    """Runs the tests behind unlisted differences again on both loops,
-    ``rounds`` times, and drops each difference that does not reproduce in
-    every round (timing-dependent tests that failed once on one side, stock
-    asyncio's included)."""
-    for _ in range(rounds):
-        tests = [d.test for d in diff.unlisted]
-        if not tests or len(tests) > RERUN_MAX:
-            return
-        print(f"compat: running the {len(tests)} unlisted difference(s) again on both loops",
-              flush=True)
-        reruns = {}
-        for rerun_loop, rerun_backend in (("asyncio", None), (loop, backend)):
-            path = out_path.with_name(f"{out_path.stem}.rerun-{rerun_loop}.json")
-            rc = run_pytest(suite, run_root, rerun_loop, rerun_backend, path, args, tests)
-            reruns[rerun_loop] = load_run(path, rc)
-        report.drop_unconfirmed(diff, reruns["asyncio"], reruns[loop])
-
-
 def _run_root(suite: Suite, root: Path, cache_dir: Path) -> Path:
     """The directory pytest runs in: the tree, or the copied parts of it."""
     if not suite.copy:
@@ -277,168 +244,6 @@ def _fresh_baseline(path: Path, suite: Suite) -> bool:
             "{}.{}.{}".format(*sys.version_info[:3]) and not data.get("partial"))
 
 
-def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None,
-                    out_path: Path, args: argparse.Namespace,
-                    tests: list[str] | None = None) -> list[str]:
-    python = _python_tag()
-    exclude_path = out_path.with_suffix(".exclude.json")
-    exclude_path.write_text(json.dumps([
-        {"test": e.test, "reason": e.reason} for e in suite.excludes_for(python, backend)]))
-    # Options as --name=value: pytest takes a bare argument that names an
-    # existing path as a hint for its rootdir, and the report paths exist.
-    command = [sys.executable, "-m", "pytest", "-p", _plugin_module(loop, out_path.parent),
-               f"--event-loop={loop}", f"--event-loop-report={out_path}",
-               f"--event-loop-exclude={exclude_path}", f"--event-loop-label={suite.pin}"]
-    if backend:
-        command += [f"--event-loop-backend={backend}"]
-    for plugin in suite.plugins:
-        command += ["-p", plugin]
-    jobs = suite.jobs if args.jobs is None else args.jobs
-    command += ["-p", "no:cacheprovider",
-                *_isolation_options(jobs, args.timeout or suite.timeout_s),
-                "-q", f"--rootdir={run_root}"]
-    command += [*suite.pytest_args, *(tests or suite.targets), *args.pytest_args]
-    return command
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
-def _isolation_options(jobs: int, timeout_s: int) -> list[str]:
-    """pytest-xdist workers and pytest-timeout's per-test limit, each when
-    installed (the pinned suites pin both; a project's own suite may have
-    neither, and then runs in one process, a hang ending the run)."""
-    options = []
-    xdist = jobs > 0 and _installed("xdist")
-    if xdist:
-        # A hang ends its worker; xdist's default of 4 restarts per worker
-        # would then stop the run and leave the rest unrun.
-        options += [f"--numprocesses={jobs}", "--max-worker-restart=100000"]
-    if _installed("pytest_timeout"):
-        # In a worker, the thread method ends the worker and xdist reports
-        # the test; in one process only the signal method keeps the run going.
-        method = "thread" if xdist else "signal"
-        options += [f"--timeout={timeout_s}", f"--timeout-method={method}"]
-    return options
-
-
-def _plugin_module(loop: str, scratch: Path) -> str:
-    """``zloop.testing``, or the same file as a top-level module when zloop is
-    not importable (not built yet) and the run does not need it."""
-    probe = subprocess.run([sys.executable, "-c", "import zloop"], capture_output=True,
-                           env=_env_with_zloop())
-    if probe.returncode == 0 or loop == "zloop":
-        return "zloop.testing"
-    alias_dir = scratch / "plugin"
-    alias_dir.mkdir(parents=True, exist_ok=True)
-    alias = alias_dir / "zloop_testing.py"
-    alias.unlink(missing_ok=True)
-    alias.symlink_to(Path(os.path.abspath(__file__)).parents[1] / "testing.py")
-    print("compat: zloop is not importable here; loading zloop/testing.py as zloop_testing",
-          flush=True)
-    return "zloop_testing"
-
-
-def _env_with_zloop(*extra: str) -> dict[str, str]:
-    """The environment for pytest: the zloop (and zloop.testing) that this
-    runner itself was imported from, then the given directories."""
-    env = dict(os.environ)
-    paths = [str(Path(os.path.abspath(__file__)).parents[2]), *extra]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def _default_interrupt_signals() -> None:
-    """In the pytest child, before exec: SIGINT, SIGQUIT and SIGHUP back to
-    their defaults. A non-interactive shell starts background jobs (`cmd &`,
-    CI steps) with SIGINT and SIGQUIT ignored, nohup ignores SIGHUP, and an
-    ignored disposition survives exec: a Python started with SIGINT ignored
-    never raises KeyboardInterrupt, and a child sent SIGHUP does not die.
-    The suites' tests that signal a child process (uvloop's test_signals and
-    test_send_signal, on every loop alike) would hang instead of testing
-    anything. Safe: the child leads its own session, which no terminal's
-    hang-up reaches."""
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
-
-def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
-                out_path: Path, args: argparse.Namespace,
-                tests: list[str] | None = None) -> int:
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (out_path, Path(str(out_path) + ".jsonl")):
-        stale.unlink(missing_ok=True)
-    command = _pytest_command(suite, run_root, loop, backend, out_path, args, tests)
-    env = _env_with_zloop(str(suite.directory), str(out_path.parent / "plugin"))
-    env["ZLOOP_COMPAT_SUITE_DIR"] = str(suite.directory)
-    if backend:
-        env["ZLOOP_BACKEND"] = backend
-    label = f"{suite.name} on {loop}" + (f" ({backend})" if backend else "")
-    print(f"compat: running {label}, Python {_python_tag()}, in {run_root}", flush=True)
-    print("compat: $ " + " ".join(command), flush=True)
-    started = time.monotonic()
-    # Its own process group, so that a run past the wall limit is ended whole.
-    proc = subprocess.Popen(command, cwd=run_root, env=env, start_new_session=True,
-                            preexec_fn=_default_interrupt_signals)
-    try:
-        rc = proc.wait(timeout=suite.wall_limit_s)
-    except subprocess.TimeoutExpired:
-        print(f"compat: {label} passed its wall limit of {suite.wall_limit_s} s; ending it",
-              flush=True)
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        rc = -1
-    print(f"compat: {label} finished in {time.monotonic() - started:.0f} s (pytest exit {rc})",
-          flush=True)
-    return rc
-
-
-@dataclass
-class Verdict:
-    """One run judged: its table row, its differences from the baseline
-    (None for the baseline itself) and what fails it."""
-
-    row: dict[str, Any]
-    diff: report.DiffResult | None
-    problems: list[str]
-
-
-def judge(suite: Suite, args: argparse.Namespace, loop: str, backend: str | None,
-          result: dict[str, Any], baseline: dict[str, Any] | None, out_path: Path, rc: int,
-          run_root: Path, rounds: int = 1) -> Verdict:
-    """Checks that a run took place on its loop, diffs it against the
-    baseline and confirms the unlisted differences by rerunning them."""
-    python = _python_tag()
-    min_on_loop = suite.min_on_loop_for(python)
-    on_loop = result["summary"]["on_loop"]
-    swap_ok = on_loop >= max(1, min_on_loop)
-    problems = []
-    if rc not in (0, 1):
-        problems.append(f"pytest ended with exit status {rc} ({pytest_exit_meaning(rc)})")
-    if result.get("partial"):
-        problems.append("the run was cut short; the report is partial")
-    if not swap_ok:
-        problems.append(f"{on_loop} tests ran on a loop of {loop}'s kind; "
-                        f"at least {max(1, min_on_loop)} must")
-    diff = None
-    if baseline is not None:
-        expected = suite.expected_for(loop, python, backend)
-        diff = report.diff_reports(baseline, result, expected)
-        confirm(suite, args, loop, backend, diff, out_path, run_root, rounds)
-    row = report.summary_row(suite.name, suite.pin, loop, backend, result, diff,
-                             swap_ok, min_on_loop)
-    if problems and row["status"] == "ok":
-        row["status"] = "run failed"
-    return Verdict(row, diff, problems)
-
-
 def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
               baseline: dict[str, Any] | None, out_path: Path, rc: int,
               compat_dir: Path, run_root: Path) -> int:
@@ -463,26 +268,6 @@ def _conclude(suite: Suite, args: argparse.Namespace, result: dict[str, Any],
     return 1 if problems else 0
 
 
-_PYTEST_EXITS = {2: "interrupted", 3: "pytest's internal error",
-                 4: "usage error: check the pytest arguments and the project's pytest config",
-                 5: "no tests collected: run it where you run pytest, or name the tests"}
-
-
-def pytest_exit_meaning(rc: int) -> str:
-    if rc < 0:
-        return "ended by the runner or a signal"
-    return _PYTEST_EXITS.get(rc, "not a test failure")
-
-
-def load_run(path: Path, rc: int) -> dict[str, Any]:
-    """The report of a pytest run, or an error that says why there is none."""
-    try:
-        return report.load_report(path)
-    except FileNotFoundError:
-        raise SuiteError(f"pytest wrote no report ({path}): it exited with status {rc} "
-                         f"({pytest_exit_meaning(rc)}); its output is above") from None
-
-
 # tox factors that name a suite by a shorter word than its directory.
 SUITE_ALIASES = {"asyncio": "asyncio_tests", "uvloop": "uvloop_tests"}
 
@@ -493,7 +278,7 @@ def parse_env_name(env_name: str) -> tuple[str, str, str | None]:
     if len(factors) not in (2, 3) or factors[1] not in LOOPS:
         raise SuiteError(f"env name {env_name!r} is not [pyXY-]SUITE-LOOP[-BACKEND]")
     backend = factors[2] if len(factors) == 3 else None
-    if backend is not None and backend not in BACKENDS:
+    if backend is not None and backend not in backend_names():
         raise SuiteError(f"env name {env_name!r}: unknown backend {backend!r}")
     return SUITE_ALIASES.get(factors[0], factors[0]), factors[1], backend
 
@@ -540,7 +325,7 @@ def _record(rows: list[dict[str, Any]], compat_dir: Path) -> list[dict[str, Any]
         for row in json.loads(path.read_text(encoding="utf-8")):
             merged[_row_key(row)] = row
     for row in rows:
-        slim = {k: v for k, v in row.items() if k not in ("unlisted_tests", "stale_entries")}
+        slim = {k: v for k, v in row.items() if k not in _UNRECORDED}
         merged[_row_key(slim)] = slim
     ordered = [merged[k] for k in sorted(merged)]
     path.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
@@ -548,6 +333,11 @@ def _record(rows: list[dict[str, Any]], compat_dir: Path) -> list[dict[str, Any]
     if doc.exists():
         report.write_docs_table(doc, ordered)
     return ordered
+
+
+# Row keys that stay out of compat/results.json: lists, and check's columns.
+_UNRECORDED = ("unlisted_tests", "stale_entries", "other_loop", "no_loop", "flaky",
+               "not_counted")
 
 
 def _row_key(row: dict[str, Any]) -> tuple[str, ...]:

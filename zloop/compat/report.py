@@ -4,6 +4,12 @@ A difference is a test whose outcome class on the loop under test is not its
 class on stock asyncio (same suite, same Python). Classes: passed, failed
 (failed, error, crashed or hung), skipped, xfailed, xpassed, absent (not
 collected in that run). Excluded tests are compared in neither run.
+
+Where the swap could not reach a test, its outcome cannot differ because of
+the loop, and ``check`` does not count it (``diff_reports(..., loop=...)``):
+a test that ran no event loop in either run (AnyIO's trio half, a plain
+function), or one that ran only loops of a class of the project's own (a
+loop class the swap does not replace).
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ def load_report(path: Path) -> dict[str, Any]:
     return report
 
 
+# Where a test ran, as far as the swap goes (see `reach`).
+ON_LOOP = "on a loop"  # the swap reached it: compared
+OTHER_LOOP = "other loop"  # only loops the swap does not replace: not compared
+NO_LOOP = "no loop"  # no event loop in either run: not compared
+
+
 @dataclass
 class Difference:
     test: str
@@ -53,6 +65,7 @@ class Difference:
     target: str  # outcome on the loop under test
     message: str = ""
     entry: Entry | None = None
+    reach: str = ON_LOOP
 
 
 @dataclass
@@ -62,6 +75,9 @@ class DiffResult:
     # Unlisted differences that went away when both loops ran the test
     # again (see `drop_unconfirmed`): printed, not counted.
     flaky: list[Difference] = field(default_factory=list)
+    # Outcomes that differ in tests the swap did not reach (`reach` is not
+    # ON_LOOP): printed, not counted, never a difference.
+    unreached: list[Difference] = field(default_factory=list)
 
     @property
     def unlisted(self) -> list[Difference]:
@@ -76,9 +92,29 @@ class DiffResult:
         return not self.unlisted and not self.stale
 
 
+def reach(base_entry: dict[str, Any] | None, target_entry: dict[str, Any] | None,
+          loop: str) -> str:
+    """Whether the swap to ``loop`` reached a test, from the loop types it
+    ran in the stock-asyncio run and in the run on ``loop``: ON_LOOP when
+    either ran a loop of asyncio's family or of ``loop``'s, OTHER_LOOP when
+    they ran only loops of other classes (the project's own, or uvloop's in
+    a zloop run), NO_LOOP when they ran none. A test missing from one run is ON_LOOP: a collection difference
+    is a difference."""
+    from zloop.testing import loop_family  # imports pytest, which a run needs
+
+    if base_entry is None or target_entry is None:
+        return ON_LOOP
+    loops = [*base_entry.get("loops", []), *target_entry.get("loops", [])]
+    if any(loop_family(t) in ("asyncio", loop) for t in loops):
+        return ON_LOOP
+    return OTHER_LOOP if loops else NO_LOOP
+
+
 def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
-                 expected: list[Entry]) -> DiffResult:
-    """Compare outcome classes test by test and check them against the list."""
+                 expected: list[Entry], loop: str | None = None) -> DiffResult:
+    """Compare outcome classes test by test and check them against the list.
+    With ``loop`` (the target run's), a differing test that the swap did
+    not reach (see ``reach``) goes to ``unreached``, not ``differences``."""
     base_tests = baseline["tests"]
     target_tests = target["tests"]
     excluded = set(baseline.get("excluded", {})) | set(target.get("excluded", {}))
@@ -90,6 +126,12 @@ def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
         got_entry = target_tests.get(test) or {}
         got = outcome_class(got_entry.get("outcome"))
         if base == got:
+            continue
+        where = ON_LOOP if loop is None else reach(base_tests.get(test),
+                                                   target_tests.get(test), loop)
+        if where != ON_LOOP:
+            result.unreached.append(Difference(test, base, got, got_entry.get("message", ""),
+                                               None, where))
             continue
         entry = next((e for e in expected if e.matches(test)), None)
         result.differences.append(Difference(test, base, got, got_entry.get("message", ""),
@@ -138,6 +180,30 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60,
     for d in result.flaky:
         print(f"  FLAKY     {d.test}: asyncio {d.baseline}, {loop} {d.target}; "
               "the same on both when rerun, so not counted")
+    for d in result.unreached[:limit]:
+        why = ("ran no event loop in either run" if d.reach == NO_LOOP else
+               "ran only loops the swap does not replace (the project's own class, "
+               "or another loop's)")
+        print(f"  {'NO LOOP' if d.reach == NO_LOOP else 'OTHER LOOP':9} {d.test}: asyncio "
+              f"{d.baseline}, {loop} {d.target}; {why}: not a loop difference, not counted")
+    if len(result.unreached) > limit:
+        print(f"  ... and {len(result.unreached) - limit} more not counted")
+
+
+def loop_counts(report: dict[str, Any]) -> dict[str, int]:
+    """How many tests of a run ran a loop of its kind (``on_loop``), only
+    loops of other classes (``other_loop``: the project's own, or stock
+    asyncio's built from a class in a run on another loop), or no loop."""
+    from zloop.testing import loop_family  # imports pytest, which a run needs
+
+    counts = {"on_loop": report["summary"]["on_loop"], "other_loop": 0, "no_loop": 0}
+    for entry in report["tests"].values():
+        loops = entry.get("loops", [])
+        if not loops:
+            counts["no_loop"] += 1
+        elif not any(loop_family(t) == report["loop"] for t in loops):
+            counts["other_loop"] += 1
+    return counts
 
 
 def summary_row(suite: str, pin: str, loop: str, backend: str | None,
@@ -164,7 +230,10 @@ def summary_row(suite: str, pin: str, loop: str, backend: str | None,
         "excluded": report["summary"]["excluded"],
         "on_loop": report["summary"]["on_loop"],
         "min_on_loop": min_on_loop,
+        **{k: v for k, v in loop_counts(report).items() if k != "on_loop"},
         "differs": None if diff is None else len(diff.differences),
+        "flaky": None if diff is None else len(diff.flaky),
+        "not_counted": None if diff is None else len(diff.unreached),
         "listed": None if diff is None else len(diff.listed),
         "unlisted": None if diff is None else len(diff.unlisted),
         "stale": None if diff is None else len(diff.stale),
@@ -182,11 +251,17 @@ _COLUMNS = ("suite", "pin", "python", "loop", "backend", "passed", "failed", "sk
             "excluded", "on_loop", "differs", "listed", "status", "wall_s", "date")
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    widths = {c: max(len(c), *(len(_cell(r, c)) for r in rows)) for c in _COLUMNS}
-    print("  ".join(c.ljust(widths[c]) for c in _COLUMNS))
+# ``check``'s table: a project's own runs, and where each test ran.
+CHECK_COLUMNS = ("loop", "backend", "collected", "passed", "failed", "skipped", "on_loop",
+                 "other_loop", "no_loop", "differs", "listed", "flaky", "not_counted",
+                 "status", "wall_s")
+
+
+def print_table(rows: list[dict[str, Any]], columns: tuple[str, ...] = _COLUMNS) -> None:
+    widths = {c: max(len(c), *(len(_cell(r, c)) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
     for row in rows:
-        print("  ".join(_cell(row, c).ljust(widths[c]) for c in _COLUMNS))
+        print("  ".join(_cell(row, c).ljust(widths[c]) for c in columns))
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

@@ -103,6 +103,12 @@ class Suite:
             return "local"
         return f"{self.package} {self.version}"
 
+    @property
+    def is_local(self) -> bool:
+        """A project's own suite (``check``): pytest runs it as the project
+        runs it, finding its rootdir and configuration itself."""
+        return self.source == "local"
+
     def min_on_loop_for(self, python: str) -> int:
         return int(self.min_on_loop.get(python, self.min_on_loop.get("default", 1)))
 
