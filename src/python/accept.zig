@@ -487,7 +487,8 @@ fn serveNatively(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) 
     const a = py.cast(Acceptor, self.?);
     if (nargs != 2) return py.raise(c.PyExc_TypeError, "_serve_natively(protocol_factory, conns)");
     if (!a.attached) return py.raise(c.PyExc_RuntimeError, "acceptor not serving");
-    if (c.PyCallable_Check(args[0]) == 0) return py.raise(c.PyExc_TypeError, "protocol_factory must be callable");
+    // Not checked for being callable: asyncio's create_server() takes
+    // anything, and a connection whose factory call fails is dropped.
     const family = longArg(a.family_obj) orelse return null;
     const sock_type = longArg(a.type_obj) orelse return null;
     const proto = longArg(a.proto_obj) orelse return null;
