@@ -49,6 +49,10 @@ import echo
 import httpbench
 
 BENCHES = ["call_soon", "call_later", "sleep0", "gather", "threadsafe_post"]
+# This run's profiles and strace tables: a directory of its own, so that
+# two runs at once (another Python, another build) never take each other's
+# files.
+RUN_DIR = os.path.join(common.CACHE_DIR, "callgrind", "run-%d" % os.getpid())
 N_OPS = 3000  # multiple of gather's batch (1000); 3n = 9000
 
 
@@ -71,9 +75,8 @@ def check(args):
 
 def count(args, name, n):
     """Run micro.py --icount for one loop; return {bench: instructions/op}."""
-    out_dir = os.path.join(common.CACHE_DIR, "callgrind")
-    os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "%s.out" % name)
+    os.makedirs(RUN_DIR, exist_ok=True)
+    base = os.path.join(RUN_DIR, "%s.out" % name)
     for old in glob.glob(base + "*"):
         os.remove(old)
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base,
@@ -189,9 +192,8 @@ def count_server(label, make_cmd, connect, exchange, warmup, n):
     syscalls} per request. make_cmd(port) -> (argv, environment or None);
     connect(port) -> a client socket; exchange(sock, k) makes k requests,
     each answered before the next."""
-    out_dir = os.path.join(common.CACHE_DIR, "callgrind")
-    os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "%s.out" % label)
+    os.makedirs(RUN_DIR, exist_ok=True)
+    base = os.path.join(RUN_DIR, "%s.out" % label)
     for old in glob.glob(base + "*"):
         os.remove(old)
     port = common.free_port()
@@ -250,7 +252,8 @@ def echo_server_args(name, script_dir, mode, port):
 def count_syscalls(make_cmd, connect, exchange, k):
     """Syscalls of a whole server run (count_server's arguments): start-up and
     k requests."""
-    out = os.path.join(common.CACHE_DIR, "strace-server.txt")
+    os.makedirs(RUN_DIR, exist_ok=True)
+    out = os.path.join(RUN_DIR, "strace-server.txt")
     port = common.free_port()
     argv, env = make_cmd(port)
     cmd = ["strace", "-f", "-c", "-o", out] + argv
