@@ -44,15 +44,20 @@ import sys
 import time
 
 import common
+import conn_client
 import echo
 import httpbench
 
 BENCHES = ["call_soon", "call_later", "sleep0", "gather", "threadsafe_post"]
+# This run's profiles and strace tables: a directory of its own, so that
+# two runs at once (another Python, another build) never take each other's
+# files.
+RUN_DIR = os.path.join(common.CACHE_DIR, "callgrind", "run-%d" % os.getpid())
 N_OPS = 3000  # multiple of gather's batch (1000); 3n = 9000
 
 
 def check(args):
-    if "http" in parts(args):
+    if parts(args) & {"http", "tls"}:
         proc = subprocess.run(
             [args.python, "-c", "import uvicorn, httptools; print(uvicorn.__version__)"],
             capture_output=True, text=True, cwd=common.CHILD_CWD)
@@ -70,9 +75,8 @@ def check(args):
 
 def count(args, name, n):
     """Run micro.py --icount for one loop; return {bench: instructions/op}."""
-    out_dir = os.path.join(common.CACHE_DIR, "callgrind")
-    os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "%s.out" % name)
+    os.makedirs(RUN_DIR, exist_ok=True)
+    base = os.path.join(RUN_DIR, "%s.out" % name)
     for old in glob.glob(base + "*"):
         os.remove(old)
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + base,
@@ -109,8 +113,6 @@ def count(args, name, n):
 # (mode, message size) cells of the echo part; modes as in echo.MODES.
 ECHO_CELLS = [("proto", 1024), ("buffered", 1024), ("streams", 1024), ("sock", 1024),
               ("proto", 10240), ("buffered", 10240), ("streams", 10240)]
-# Cells measured only when --modes names their mode.
-ECHO_OPTIONAL_CELLS = [("tls", 1024)]
 ECHO_WARMUP = 300
 # No `rep movsb`/`rep stosb` in glibc's memcpy/memset (see the docstring).
 NO_REP_STRINGS = ("glibc.cpu.x86_rep_movsb_threshold=4294967295:"
@@ -190,9 +192,8 @@ def count_server(label, make_cmd, connect, exchange, warmup, n):
     syscalls} per request. make_cmd(port) -> (argv, environment or None);
     connect(port) -> a client socket; exchange(sock, k) makes k requests,
     each answered before the next."""
-    out_dir = os.path.join(common.CACHE_DIR, "callgrind")
-    os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, "%s.out" % label)
+    os.makedirs(RUN_DIR, exist_ok=True)
+    base = os.path.join(RUN_DIR, "%s.out" % label)
     for old in glob.glob(base + "*"):
         os.remove(old)
     port = common.free_port()
@@ -251,7 +252,8 @@ def echo_server_args(name, script_dir, mode, port):
 def count_syscalls(make_cmd, connect, exchange, k):
     """Syscalls of a whole server run (count_server's arguments): start-up and
     k requests."""
-    out = os.path.join(common.CACHE_DIR, "strace-server.txt")
+    os.makedirs(RUN_DIR, exist_ok=True)
+    out = os.path.join(RUN_DIR, "strace-server.txt")
     port = common.free_port()
     argv, env = make_cmd(port)
     cmd = ["strace", "-f", "-c", "-o", out] + argv
@@ -292,7 +294,7 @@ def count_syscalls(make_cmd, connect, exchange, k):
 def echo_cells(args):
     cells = ECHO_CELLS
     if getattr(args, "modes", None):
-        cells = [c for c in cells + ECHO_OPTIONAL_CELLS if c[0] in args.modes.split(",")]
+        cells = [c for c in cells if c[0] in args.modes.split(",")]
     if getattr(args, "sizes", None):
         sizes = {int(x) * 1024 for x in args.sizes.split(",") if x}
         cells = [c for c in cells if c[1] in sizes]
@@ -391,12 +393,13 @@ class HttpClient:
     """k keep-alive connections to the server, used in lockstep: a round
     sends one GET / on each, then reads every answer."""
 
-    def __init__(self, port, k):
+    def __init__(self, port, k, tls=False):
         self.socks = []
+        ctx = conn_client.tls_context() if tls else None
         for _ in range(k):
             sock = socket.create_connection(("127.0.0.1", port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.socks.append(sock)
+            self.socks.append(ctx.wrap_socket(sock) if ctx else sock)
         self.bufs = [b""] * k
 
     def __enter__(self):
@@ -433,13 +436,13 @@ class HttpClient:
             buf += chunk
 
 
-def count_http(args, name, connections, n):
+def count_http(args, name, connections, n, tls=None):
     """uvicorn under callgrind: {instructions, syscalls} per request, over
     `connections` connections in lockstep, about n requests (and
-    HTTP_WARMUP before them)."""
-    res = count_server("http-%s-c%d" % (name, connections),
-                       lambda port: httpbench.uvicorn_cmd(args, name, port),
-                       lambda port: HttpClient(port, connections),
+    HTTP_WARMUP before them); over HTTPS with tls=(certfile, keyfile)."""
+    res = count_server("http%s-%s-c%d" % ("s" if tls else "", name, connections),
+                       lambda port: httpbench.uvicorn_cmd(args, name, port, tls),
+                       lambda port: HttpClient(port, connections, tls=bool(tls)),
                        lambda client, k: client.rounds(k),
                        max(1, HTTP_WARMUP // connections), max(1, n // connections))
     return {key: value / connections for key, value in res.items()}
@@ -486,16 +489,133 @@ def run_http(args, present, names, info, rounds):
     return rows, md
 
 
+# The per-connection parts. conn: short connections to echoserver.py
+# --proto (conn_client.ShortConnections: connect, 100 B echo, close), one
+# after another and in rounds of 100 at once.
+# tls: TLS echo at 1 and 64 KiB on one connection (as the echo cells), a
+# TLS connection per request (handshake, 100 B echo, close_notify both
+# ways, close) to echoserver.py --proto --ssl, and uvicorn over HTTPS with
+# one keep-alive connection. Per connection or per request, as
+# (I(3n) − I(n)) / 2n again.
+CONN_CELLS = [("sequential", 1), ("100 concurrent", 100)]
+CONN_WARMUP = 300
+TLS_ECHO_SIZES = [1024, 65536]
+TLS_HANDSHAKE_WARMUP = 30
+# Loops without TLS: their TLS cells say so instead of failing.
+NO_TLS = {"rloop"}
+
+
+def count_conn(args, name, script_dir, concurrency, n, tls=False):
+    """Short connections under callgrind: {instructions, syscalls} per
+    connection, about n of them (in rounds of `concurrency`) after the
+    warm-up ones."""
+    warmup = TLS_HANDSHAKE_WARMUP if tls else CONN_WARMUP
+    res = count_server("conn-%s-c%d%s" % (name, concurrency, "-tls" if tls else ""),
+                       lambda port: (server_cmd(args, name, script_dir,
+                                                "tls" if tls else "proto", port), None),
+                       lambda port: conn_client.ShortConnections(port, concurrency, tls),
+                       lambda client, k: client.rounds(k),
+                       max(1, warmup // concurrency), max(1, n // concurrency))
+    return {key: value / concurrency for key, value in res.items()}
+
+
+def run_cells(args, present, names, info, rounds, title, cells, note):
+    """Cells [(label, unit, needs_tls, measure(name) -> {instructions,
+    syscalls})] for every loop, interleaved over rounds: (rows, markdown)."""
+    samples, errors = {}, {}
+    for rnd in range(rounds):
+        for label, _, needs_tls, measure in cells:
+            for name in present:
+                if needs_tls and name in NO_TLS:
+                    continue
+                print("icount %s round %d/%d: %s %s" % (title, rnd + 1, rounds, name, label),
+                      file=sys.stderr)
+                try:
+                    samples.setdefault((label, name), []).append(measure(name))
+                except Exception as exc:
+                    errors[(label, name)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
+    rows = []
+    for label, unit, needs_tls, _ in cells:
+        row = {"bench": label, "unit": unit, "loops": {}}
+        for name in names:
+            if needs_tls and name in NO_TLS and "missing" not in info["loops"][name]:
+                row["loops"][name] = {"status": "no TLS"}
+                continue
+            row["loops"][name] = common.loop_entry(
+                name, info, samples.get((label, name)), errors.get((label, name)),
+                {"instructions_per_op": ("instructions", False),
+                 "syscalls_per_op": ("syscalls", False)})
+        rows.append(row)
+    md = ("\n### icount %s: server instructions per %s under callgrind (in brackets: %s's "
+          "÷ this one's, >1 is cheaper)\n\n" % (title, "connection or request", args.baseline))
+    md += common.ratio_table(rows, names, "instructions_per_op", args.baseline, "cell",
+                             higher_is_better=False, stat="median")
+    md += "\n### icount %s: server syscalls per connection or request\n\n" % title
+    md += common.ratio_table(rows, names, "syscalls_per_op", args.baseline, "cell",
+                             higher_is_better=False, stat="median")
+    md += "\n" + "".join("- %s: per %s\n" % (label, unit) for label, unit, _, _ in cells)
+    md += "\n" + note
+    return rows, md
+
+
+def run_conn(args, present, names, info, rounds):
+    """The conn part: short connections, sequential and 100 at once."""
+    script_dir = echo.fetch_scripts(args.python)
+    n = 300 if args.quick else 1000
+    n_each = n // 2  # count_server runs n, then 3n more
+    cells = [("short connection, %s" % label, "connection", False,
+              lambda name, k=k: count_conn(args, name, script_dir, k, n_each))
+             for label, k in CONN_CELLS]
+    note = ("echoserver.py --proto; each connection: a blocking connect, %d B sent and "
+            "echoed, a close (rounds of 100: all connected, then each step on all); "
+            "(I(3n) − I(n)) / 2n with 2n = %d connections after %d warm-up ones; user-space "
+            "instructions only.\n"
+            % (conn_client.SIZE, 2 * n_each, CONN_WARMUP))
+    return run_cells(args, present, names, info, rounds, "conn", cells, note)
+
+
+def run_tls(args, present, names, info, rounds):
+    """The tls part: TLS echo, a TLS connection per request, uvicorn over HTTPS."""
+    script_dir = echo.fetch_scripts(args.python)
+    cert = httpbench.certificate()
+    if cert is None:
+        raise common.PreconditionError("icount's tls part needs openssl to make a certificate")
+    n_echo = 500 if args.quick else 2000
+    n_hs = 30 if args.quick else 100
+    n_http = 320 if args.quick else 960
+    cells = [("TLS echo %s" % echo.size_label(size), "request", True,
+              lambda name, size=size: count_echo(args, name, script_dir, "tls", size, n_echo))
+             for size in TLS_ECHO_SIZES]
+    cells.append(("TLS connection (handshake, 100 B echo, close)", "connection", True,
+                  lambda name: count_conn(args, name, script_dir, 1, n_hs, tls=True)))
+    cells.append(("uvicorn over HTTPS, 1 connection", "request", True,
+                  lambda name: count_http(args, name, 1, n_http, tls=cert)))
+    note = ("TLS echo: echoserver.py --proto --ssl (the sdist's RSA-3072 certificate), one "
+            "connection, sequential round trips, n = %d; TLS connection: the same server, "
+            "each connection a handshake (no verification, as echoclient.py --ssl), %d B "
+            "echoed, close_notify both ways, then the close, n = %d after %d warm-up ones; "
+            "uvicorn: as the http part, over HTTPS (a self-signed RSA-2048 certificate), "
+            "n ≈ %d. rloop has no TLS.\n"
+            % (n_echo, conn_client.SIZE, n_hs, TLS_HANDSHAKE_WARMUP, n_http))
+    return run_cells(args, present, names, info, rounds, "tls", cells, note)
+
+
+PARTS = ("micro", "echo", "http", "conn", "tls")
+
+
 def parts(args):
-    """What this run measures: micro, echo, http. Without --modes, all three
-    (echo's default cells); --modes names echo modes, and/or micro, http."""
+    """What this run measures: micro, echo, http, conn, tls. Without
+    --modes, all of them (echo's default cells); --modes names echo modes,
+    and/or the other parts."""
     if not getattr(args, "modes", None):
-        return {"micro", "echo", "http"}
+        return set(PARTS)
     named = {m for m in args.modes.split(",") if m}
-    unknown = named - {"micro", "http"} - set(echo.MODES)
+    echo_modes = set(echo.MODES) - {"tls"}
+    unknown = named - set(PARTS) - echo_modes
     if unknown:
         raise common.PreconditionError("unknown icount modes: %s" % ", ".join(sorted(unknown)))
-    return (named & {"micro", "http"}) | ({"echo"} if named & set(echo.MODES) else set())
+    return (named & set(PARTS)) | ({"echo"} if named & echo_modes else set())
 
 
 def run_micro(args, present, names, info, rounds):
@@ -542,5 +662,11 @@ def run_suite(args, names, info):
         md += part_md
     if "http" in todo:
         doc["http_rows"], part_md = run_http(args, present, names, info, rounds)
+        md += part_md
+    if "conn" in todo:
+        doc["conn_rows"], part_md = run_conn(args, present, names, info, rounds)
+        md += part_md
+    if "tls" in todo:
+        doc["tls_rows"], part_md = run_tls(args, present, names, info, rounds)
         md += part_md
     return doc, md

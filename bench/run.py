@@ -2,7 +2,8 @@
 
     python bench/run.py setup  [--python /root/.pyenv/versions/3.12.1/bin/python] [--with-zloop]
                                [--zloop-cpu x86_64_v3]
-    python bench/run.py micro|echo|http|icount|soak|all [--loops asyncio,uvloop,rloop,zloop]
+    python bench/run.py micro|echo|http|conn|tls|idle|icount|soak|all
+                        [--loops asyncio,uvloop,rloop,zloop]
                         [--python PATH] [--rounds N] [--quick] [--baseline uvloop]
 
 Each loop runs in a process of its own, the loops interleaved round by round
@@ -169,6 +170,12 @@ def suite_runner(suite):
     if suite == "http":
         import httpbench
         return httpbench.run_suite
+    if suite in ("conn", "tls"):
+        import conn
+        return conn.run_conn if suite == "conn" else conn.run_tls
+    if suite == "idle":
+        import idle
+        return idle.run_suite
     if suite == "icount":
         import icount
         return icount.run_suite
@@ -182,9 +189,11 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="See bench/README.md for what each suite measures.")
-    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "icount", "soak", "all"],
-                        help="all = micro, echo, http; icount runs micro and echo under callgrind; "
-                             "soak watches a server's memory under minutes of load")
+    parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "conn", "tls", "idle",
+                                          "icount", "soak", "all"],
+                        help="all = micro, echo, http, conn, tls, idle; icount runs micro, echo, "
+                             "http, conn and tls under callgrind; soak watches a server's memory "
+                             "under minutes of load")
     parser.add_argument("--loops", default=",".join(loops.LOOPS),
                         help="comma-separated, from %s" % ", ".join(loops.LOOPS))
     parser.add_argument("--python", help="the Python under test (default: .venv-bench/py3.12)")
@@ -198,8 +207,10 @@ def main():
     parser.add_argument("--stat", choices=["best", "median"],
                         help="figure in the tables (default: best for micro, "
                              "median for echo and http)")
-    parser.add_argument("--modes", help="echo, icount: comma-separated subset of proto,buffered,streams,sock, "
-                             "or tls (protocol echo over TLS, only when named)")
+    parser.add_argument("--modes",
+                        help="echo: comma-separated subset of proto,buffered,streams,sock, "
+                             "or tls (protocol echo over TLS, only when named); icount: echo modes "
+                             "and/or micro, http, conn, tls")
     parser.add_argument("--sizes", help="echo: comma-separated subset of message sizes in KiB (1,10,100)")
     parser.add_argument("--timed-s", type=float,
                         help="echo: seconds each timed client run lasts (default 1.2, quick 0.6)")
@@ -227,12 +238,16 @@ def main():
         missing = [n for n in names if "missing" in info["loops"][n]]
         for name in missing:
             print("MISSING: %s" % info["loops"][name]["missing"], file=sys.stderr)
-        suites = ["micro", "echo", "http"] if args.suite == "all" else [args.suite]
+        suites = (["micro", "echo", "http", "conn", "tls", "idle"] if args.suite == "all"
+                  else [args.suite])
         # Check every suite's preconditions before spending minutes on the first.
         for suite in suites:
-            if suite != "micro":
+            if suite in ("conn", "tls"):
+                import conn
+                (conn.check_conn if suite == "conn" else conn.check_tls)(args)
+            elif suite != "micro":
                 __import__({"echo": "echo", "http": "httpbench", "icount": "icount",
-                            "soak": "soak"}[suite]
+                            "soak": "soak", "idle": "idle"}[suite]
                            ).check(args)
         suite_failed = []
         for suite in suites:

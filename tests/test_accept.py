@@ -1,10 +1,17 @@
-"""Servers' accept loop (issue 3): batches, peer addresses, EMFILE back-off.
+"""Servers' accept loop (issue 3): batches, peer addresses, EMFILE back-off;
+and the connections it serves (issue 29).
 
 zloop accepts natively (src/python/accept.zig); asyncio's selector loop in
 ``BaseSelectorEventLoop._accept_connection``. Each case asserts what both
 show: which connections arrive and with which peer address, what the
 exception handler hears when accept() runs out of descriptors, that the
 server then resumes, and that closing it leaves nothing behind.
+
+zloop also makes a served connection's transport natively (transport.zig's
+``serve``: no socket object, extra info made on first use, connection_made
+and reading as one queued step, connection_lost and the server's count
+native; debug mode keeps asyncio's Python path): the cases at the end pin
+what a program sees of it to what asyncio shows.
 """
 
 import asyncio
@@ -576,3 +583,365 @@ def test_server_closed_during_emfile_backoff(loop_name, tmp_path):
         # The retry is cancelled with the server. (asyncio's retry timers
         # still fire and report ValueError for the closed socket's fd -1.)
         assert result["calls_total"] == 1
+
+
+# ------------------------------------------------------ served connections
+
+
+def _listeners():
+    kinds = ["ipv4", "ipv4-any"]
+    if _ipv6_loopback():
+        kinds += ["ipv6", "ipv6-any"]
+    return kinds + ["unix"]
+
+
+async def _serve_kind(loop, kind, sock_dir, protocol_cls=RecordingProtocol):
+    """A server of `kind`: (server, the address to connect to, family,
+    list of server protocols)."""
+    protocols = []
+
+    def factory():
+        protocols.append(protocol_cls(loop))
+        return protocols[-1]
+
+    if kind == "unix":
+        path = str(sock_dir / "srv")
+        server = await loop.create_unix_server(factory, path)
+        return server, path, socket.AF_UNIX, protocols
+    host = {"ipv4": HOST, "ipv4-any": "0.0.0.0", "ipv6": "::1", "ipv6-any": "::"}[kind]
+    server = await loop.create_server(factory, host, 0)
+    port = server.sockets[0].getsockname()[1]
+    if kind.startswith("ipv6"):
+        return server, ("::1", port), socket.AF_INET6, protocols
+    return server, (HOST, port), socket.AF_INET, protocols
+
+
+def _socket_view(sock):
+    """What a TransportSocket shows, comparable across loops."""
+    return (type(sock).__name__, sock.family, sock.type, sock.proto, sock.fileno() >= 0)
+
+
+@pytest.mark.parametrize("kind", _listeners())
+def test_served_connection_extra_info(loop, kind, sock_dir):
+    # peername, sockname and socket as asyncio gives them: the values the
+    # client sees the other way round, of the same types; a listener on
+    # the wildcard address gives each connection the address it was
+    # reached at.
+    async def main():
+        server, addr, family, served = await _serve_kind(loop, kind, sock_dir)
+        client = socket.socket(family, socket.SOCK_STREAM)
+        client.connect(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        seen = {name: tr.get_extra_info(name) for name in ("peername", "sockname")}
+        sock = tr.get_extra_info("socket")
+        seen["socket"] = _socket_view(sock)
+        seen["socket_names"] = (sock.getpeername(), sock.getsockname())
+        seen["others"] = (tr.get_extra_info("nope"), tr.get_extra_info("nope", 7),
+                          tr.get_extra_info(name="nope", default=8),
+                          tr.get_extra_info("peername", default=9) == seen["peername"])
+        expected = {"peername": client.getsockname(), "sockname": client.getpeername()}
+        tr.close()
+        client.close()
+        await _close_server(server)
+        return seen, expected
+
+    seen, expected = loop.run_until_complete(main())
+    assert seen["peername"] == expected["peername"]
+    assert type(seen["peername"]) is type(expected["peername"])
+    assert seen["sockname"] == expected["sockname"]
+    assert type(seen["sockname"]) is type(expected["sockname"])
+    assert seen["socket"] == ("TransportSocket", *seen["socket"][1:])
+    assert seen["socket"][1:] == (
+        socket.AF_UNIX if kind == "unix" else socket.AF_INET6 if kind.startswith("ipv6") else socket.AF_INET,
+        socket.SOCK_STREAM,
+        0 if kind == "unix" else socket.IPPROTO_TCP,
+        True,
+    )
+    assert seen["socket_names"] == (seen["peername"], seen["sockname"])
+    assert seen["others"] == (None, 7, 8, True)
+
+
+def test_served_connection_extra_info_bad_names(loop):
+    # asyncio's get_extra_info() is its extra dict's get(): an unhashable
+    # name raises TypeError, any other unknown name gives the default.
+    async def main():
+        server, addr, served = await _serve(loop)
+        (client,) = _blocking_clients(socket.AF_INET, addr, 1)
+        (tr,) = await wait_for(_made(served, 1))
+        results = []
+        for name in ([], b"peername", 3, None):
+            try:
+                results.append(("ok", tr.get_extra_info(name, "dflt")))
+            except TypeError as exc:
+                results.append(("TypeError", type(exc).__name__))
+        with pytest.raises(TypeError):
+            tr.get_extra_info()
+        tr.close()
+        client.close()
+        await _close_server(server)
+        return results
+
+    assert loop.run_until_complete(main()) == [
+        ("TypeError", "TypeError"), ("ok", "dflt"), ("ok", "dflt"), ("ok", "dflt")]
+
+
+class _NamesAtLostProtocol(RecordingProtocol):
+    """Reads the connection's names in connection_lost."""
+
+    def connection_lost(self, exc):
+        tr = self.transport
+        self.at_lost = (tr.get_extra_info("peername"), tr.get_extra_info("sockname"),
+                        _socket_view(tr.get_extra_info("socket")))
+        super().connection_lost(exc)
+
+
+def test_served_connection_names_after_the_peer_reset(loop):
+    # Nobody asked for the names while the connection was up: after the
+    # peer's reset (getpeername() would fail now) and after the transport
+    # let go of its socket, they are still what asyncio recorded when it
+    # accepted the connection; the socket then shows fd -1.
+    async def main():
+        server, addr, served = await _serve(loop, protocol_cls=_NamesAtLostProtocol)
+        client = socket.create_connection(addr)
+        expected = (client.getsockname(), client.getpeername())
+        proto = (await wait_for(_made(served, 1)))[0].get_protocol()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        exc = await wait_for(proto.lost)
+        await yield_passes(2)
+        tr = proto.transport
+        after = (tr.get_extra_info("peername"), tr.get_extra_info("sockname"),
+                 _socket_view(tr.get_extra_info("socket")), tr.get_extra_info("socket").fileno())
+        await _close_server(server)
+        return type(exc).__name__, proto.at_lost, after, expected
+
+    exc, at_lost, after, expected = loop.run_until_complete(main())
+    assert exc == "ConnectionResetError"
+    assert at_lost == (*expected, ("TransportSocket", socket.AF_INET, socket.SOCK_STREAM,
+                                   socket.IPPROTO_TCP, True))
+    assert after == (*expected, ("TransportSocket", socket.AF_INET, socket.SOCK_STREAM,
+                                 socket.IPPROTO_TCP, False), -1)
+
+
+def test_served_socket_asked_for_mid_connection_owns_the_fd(loop):
+    # The socket of get_extra_info() is the transport's own: the connection
+    # goes on through it, and it is closed with the connection.
+    async def main():
+        server, addr, served = await _serve(loop, protocol_cls=EchoProtocol)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        sock = tr.get_extra_info("socket")
+        fd = sock.fileno()
+        client.sendall(b"abc")
+        client.setblocking(False)
+        echoed = await wait_for(loop.sock_recv(client, 3))
+        proto = tr.get_protocol()
+        tr.close()
+        await wait_for(proto.lost)
+        after = sock.fileno()
+        client.close()
+        await _close_server(server)
+        return fd >= 0, echoed, after
+
+    assert loop.run_until_complete(main()) == (True, b"abc", -1)
+
+
+class _FailingMadeProtocol(RecordingProtocol):
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        raise ZeroDivisionError("made")
+
+
+class _FailingLostProtocol(RecordingProtocol):
+    def connection_lost(self, exc):
+        super().connection_lost(exc)
+        raise ZeroDivisionError("lost")
+
+
+def _handler_contexts(loop):
+    seen = []
+    loop.set_exception_handler(lambda lp, ctx: seen.append(ctx))
+    return seen
+
+
+def _context_view(ctx):
+    handle = ctx.get("handle")
+    return (ctx["message"].split(" ", 3)[:3], type(ctx["exception"]).__name__,
+            str(ctx["exception"]), handle is not None and hasattr(handle, "cancel"))
+
+
+def test_connection_made_error_is_reported_and_reading_starts(loop):
+    # As asyncio's connection_made Handle: the exception goes to the
+    # exception handler, named as a callback, and reading starts all the
+    # same (its _add_reader Handle comes next).
+    seen = _handler_contexts(loop)
+
+    async def main():
+        server, addr, served = await _serve(loop, protocol_cls=_FailingMadeProtocol)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        client.sendall(b"after")
+        got = await wait_for(served[0].received(5))
+        tr.close()
+        client.close()
+        await _close_server(server)
+        return got
+
+    assert loop.run_until_complete(main()) == b"after"
+    assert [_context_view(c) for c in seen] == [
+        (["Exception", "in", "callback"], "ZeroDivisionError", "made", True)]
+    assert "connection_made" in seen[0]["message"]
+
+
+def test_connection_lost_error_is_reported_and_the_server_closes(loop):
+    # connection_lost raising: reported as asyncio's
+    # _call_connection_lost Handle reports it; the transport still lets go
+    # of its socket and the server's count, so wait_closed() returns.
+    seen = _handler_contexts(loop)
+
+    async def main():
+        before = open_fds()
+        server, addr, served = await _serve(loop, protocol_cls=_FailingLostProtocol)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        tr.close()
+        await wait_for(served[0].lost)
+        await yield_passes(2)
+        client.close()
+        await _close_server(server)
+        return open_fds() - before
+
+    assert loop.run_until_complete(main()) == set()
+    assert [_context_view(c) for c in seen] == [
+        (["Exception", "in", "callback"], "ZeroDivisionError", "lost", True)]
+    assert "_call_connection_lost" in seen[0]["message"]
+
+
+_conn_var = contextvars.ContextVar("conn_var", default="unset")
+
+
+class _ContextProtocol(RecordingProtocol):
+    """Records what `_conn_var` each callback sees, and sets it in
+    connection_made."""
+
+    def __init__(self, loop):
+        super().__init__(loop)
+        self.seen = [("factory", _conn_var.get())]
+        _conn_var.set("factory")
+
+    def connection_made(self, transport):
+        self.seen.append(("made", _conn_var.get()))
+        _conn_var.set("made")
+        super().connection_made(transport)
+
+    def data_received(self, data):
+        self.seen.append(("data", _conn_var.get()))
+        super().data_received(data)
+
+    def connection_lost(self, exc):
+        self.seen.append(("lost", _conn_var.get()))
+        super().connection_lost(exc)
+
+
+def test_served_connection_callbacks_contexts(loop):
+    # The factory runs in a copy of the serving context; connection_made
+    # sees what the factory set; before 3.15 data_received and
+    # connection_lost do not see what connection_made set (each Handle has
+    # its own copy), on 3.15 they do (the transport keeps its own context).
+    async def main():
+        _conn_var.set("serving")
+        server, addr, served = await _serve(loop, protocol_cls=_ContextProtocol)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        client.sendall(b"x")
+        await wait_for(served[0].received(1))
+        client.close()
+        await wait_for(served[0].lost)
+        await _close_server(server)
+        return served[0].seen, _conn_var.get()
+
+    seen, mine = loop.run_until_complete(main())
+    later = "made" if sys.version_info >= (3, 15) else "factory"
+    assert seen == [("factory", "serving"), ("made", "factory"), ("data", later), ("lost", later)]
+    assert mine == "serving"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="Server.close_clients() is new in 3.13")
+def test_served_connection_close_clients_before_connection_made(loop):
+    # close_clients() queued by the protocol factory runs before
+    # connection_made: connection_made, then connection_lost(None), and
+    # the server closes.
+    async def main():
+        served = []
+
+        def factory():
+            loop.call_soon(server.close_clients)
+            served.append(RecordingProtocol(loop))
+            return served[-1]
+
+        server = await loop.create_server(factory, HOST, 0)
+        client = socket.create_connection(server.sockets[0].getsockname())
+        while not served:
+            await asyncio.sleep(0.001)
+        exc = await wait_for(served[0].lost)
+        client.close()
+        await _close_server(server)
+        return served[0].events, exc
+
+    assert loop.run_until_complete(main()) == (["made", "lost"], None)
+
+
+def test_served_connection_in_debug_mode_is_timed(loop, caplog):
+    # Debug mode serves connections through asyncio's Python path: a slow
+    # connection_made is logged as asyncio's slow callbacks are.
+    import logging
+    import time
+
+    class SlowMade(RecordingProtocol):
+        def connection_made(self, transport):
+            time.sleep(0.06)
+            super().connection_made(transport)
+
+    loop.set_debug(True)
+    loop.slow_callback_duration = 0.05
+
+    async def main():
+        server, addr, served = await _serve(loop, protocol_cls=SlowMade)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        tr.close()
+        client.close()
+        await _close_server(server)
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        loop.run_until_complete(main())
+    slow = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
+    assert any("connection_made" in m for m in slow), slow
+
+
+def test_unclosed_served_transport_warns_and_closes_its_fd(loop_factory):
+    # A served connection left open when its loop closes: the transport,
+    # collected, warns as asyncio's does and closes the fd it held.
+    import warnings
+
+    loop = loop_factory()
+    before = open_fds()
+
+    async def main():
+        server, addr, served = await _serve(loop)
+        client = socket.create_connection(addr)
+        (tr,) = await wait_for(_made(served, 1))
+        server.close()
+        return client, weakref.ref(tr)
+
+    client, ref = loop.run_until_complete(main())
+    loop.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            gc.collect()
+    client.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert ref() is None
+    assert any(m.startswith("unclosed transport <") for m in messages), messages
+    assert open_fds() - before == set()

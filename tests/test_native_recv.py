@@ -381,6 +381,59 @@ def test_a_paused_transport_closed_by_its_peer_reports_eof_only_after_resume(loo
     assert events[-1] == ("eof",)
 
 
+def test_data_waiting_in_the_socket_reaches_the_protocol_in_few_calls(loop):
+    # 96 KiB in the socket when reading resumes: asyncio reads it in one
+    # recv (256 KiB at most); zloop's readiness path in two (its first
+    # read of a connection whose reads were small takes 16 KiB), and on
+    # io_uring the six 16 KiB receives the resume brings at once go to the
+    # protocol as one call, not six (a bulk transfer, a database's COPY,
+    # reaches data_received in as few calls as on epoll).
+    import fcntl
+    import struct
+    import termios
+
+    size = 96 * 1024
+    calls = []
+
+    class Proto(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            transport.pause_reading()
+            self.made = True
+
+        def data_received(self, chunk):
+            calls.append(len(chunk))
+            if sum(calls) >= size:
+                self.done.set_result(None)
+
+    async def main():
+        proto = Proto()
+        proto.made = False
+        proto.done = loop.create_future()
+        server = await loop.create_server(lambda: proto, HOST, 0)
+        sock = socket.create_connection(server.sockets[0].getsockname())
+        while not proto.made:
+            await asyncio.sleep(0.001)
+        sock.sendall(payload(size))
+        fd = proto.transport.get_extra_info("socket").fileno()
+        for _ in range(2000):
+            queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+            if queued >= size:
+                break
+            await asyncio.sleep(0.001)
+        assert queued == size
+        proto.transport.resume_reading()
+        await wait_for(proto.done)
+        sock.close()
+        proto.transport.close()
+        server.close()
+        await server.wait_closed()
+
+    loop.run_until_complete(main())
+    assert sum(calls) == size
+    assert len(calls) <= 2, calls
+
+
 def test_the_zloop_backend_in_use_is_the_one_asked_for(loop):
     # Guards the io_uring test run: a loop that quietly fell back to epoll
     # would make the tests above test the readiness path twice.

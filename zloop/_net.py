@@ -27,7 +27,9 @@ from asyncio import base_events, constants, futures, protocols, trsock
 from . import _flow, _sendfile, _tls
 from ._zloop import (
     AcceptorCore,
+    ServerConnections,
     SocketTransportCore,
+    _install_net,
     _path_stat as _native_path_stat,
     _sock_recv_into_ready,
     _unlink,
@@ -87,9 +89,10 @@ def _reads(protocol):
 
 
 class _SocketOwner:
-    """repr(), the unclosed-transport warning and the flow-control
-    callbacks shared by zloop's socket transports (stream and datagram),
-    in the shape asyncio's take. The native side calls the _-methods."""
+    """repr() and the flow-control callbacks shared by zloop's socket
+    transports (stream and datagram), in the shape asyncio's take. The
+    native side calls the _-methods; ``_closed`` says what asyncio's
+    ``_sock is None`` says."""
 
     __slots__ = ()
 
@@ -105,43 +108,42 @@ class _SocketOwner:
     def _warn_write_after_lost(self):
         logger.warning("socket.send() raised exception.")
 
+    def _warn_unclosed(self, _warn=warnings.warn):
+        # Collected with its socket open: as asyncio's __del__.
+        _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+        self._close_socket()
+
     def __repr__(self):
         info = [self.__class__.__name__]
-        if self._sock is None:
+        if self._closed:
             info.append("closed")
         elif self.is_closing():
             info.append("closing")
         info.append(f"fd={self._sock_fd}")
-        if self._sock is not None:
+        if not self._closed:
             info.append("read=" + ("polling" if self.is_reading() else "idle"))
             size = self.get_write_buffer_size()
             info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
         return "<{}>".format(" ".join(info))
 
-    def __del__(self, _warn=warnings.warn):
-        # Unset if __init__ failed early.
-        sock = getattr(self, "_sock", None)
-        if sock is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            sock.close()
-
 
 class _SocketTransport(_SocketOwner, SocketTransportCore):
     """A stream transport over a connected, non-blocking socket.
 
-    ``SocketTransportCore`` derives from ``asyncio.Transport``; this class
-    adds an instance ``__dict__`` and weak references, as asyncio's
-    transports have.
+    ``SocketTransportCore`` derives from ``asyncio.Transport`` and holds
+    what asyncio's transports keep as attributes (``_sock``, ``_loop``,
+    ``_extra``...); this class adds an instance ``__dict__`` and weak
+    references, as asyncio's transports have. A server's connections are
+    made natively (transport.zig's ``serve``), without this ``__init__``.
 
-    The attributes every transport sets are slots, so the ``__dict__`` of
-    one that nobody assigned attributes to is never made: on 3.13, whose
-    instances of a native-based class keep no inline values, that is what
-    lets the interpreter specialize ``transport.write(...)`` and the like
-    (``LOAD_ATTR_METHOD_LAZY_DICT``) instead of looking them up each time.
+    The ``__dict__`` of a transport that nobody assigned attributes to is
+    never made: on 3.13, whose instances of a native-based class keep no
+    inline values, that is what lets the interpreter specialize
+    ``transport.write(...)`` and the like (``LOAD_ATTR_METHOD_LAZY_DICT``)
+    instead of looking them up each time.
     """
 
-    __slots__ = ("_sock", "_loop", "_server", "_protocol_connected", "_sendfile_fut",
-                 "__dict__", "__weakref__")
+    __slots__ = ("__dict__", "__weakref__")
 
     _start_tls_compatible = True
     # loop.sendfile() runs os.sendfile on the socket (zloop._sendfile).
@@ -151,9 +153,6 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         # `borrowed`: sock is the caller's (create_connection(sock=) and the
         # like), who may close it while the transport still uses it; the
         # native side then asks it for its fd before each system call.
-        # The future of a loop.sendfile() in progress, failed if the
-        # connection goes first (as asyncio's empty waiter).
-        self._sendfile_fut = None
         super().__init__(extra)
         self._extra["socket"] = trsock.TransportSocket(sock)
         try:
@@ -166,15 +165,12 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
             except OSError:
                 self._extra["peername"] = None
         self._sock = sock
-        self._loop = loop
-        self._server = None
         # Looked up before the fd joins the loop: a factory that returned no
         # protocol fails here (AttributeError, as in asyncio) and leaves no
         # transport holding the fd for ever.
         connection_made = protocol.connection_made
         self._protocol_connected = True
         self._setup(loop, sock.fileno(), protocol, _reads(protocol), sock if borrowed else None)
-        self._server = server
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
@@ -191,13 +187,6 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     def set_protocol(self, protocol):
         self._set_protocol(protocol, _reads(protocol))
         self._protocol_connected = True
-
-    def get_extra_info(self, name, default=None):
-        if name == "socket":
-            # Whoever sends on the socket directly comes after what earlier
-            # write() calls held back (see Cork in transport.zig).
-            self._uncork()
-        return self._extra.get(name, default)
 
     def set_write_buffer_limits(self, high=None, low=None):
         self._set_limits(*_flow.write_limits(high, low))
@@ -219,25 +208,18 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
             )
         self._force_close(exc)
 
-    def _call_connection_lost(self, exc):
-        fut = self._sendfile_fut
-        if fut is not None and not fut.done():
+    @staticmethod
+    def _sendfile_lost(fut, exc):
+        # _call_connection_lost() during a loop.sendfile(): it fails (as
+        # asyncio's empty waiter).
+        if not fut.done():
             fut.set_exception(exc if exc is not None else ConnectionError("Connection is closed by peer"))
-        try:
-            if self._protocol_connected:
-                self._protocol.connection_lost(exc)
-        finally:
-            # Leave the reactor before the fd number can be reused.
-            self._detach()
-            self._sock.close()
-            self._sock = None
-            self._set_protocol(None, False)
-            self._loop = None
-            server = self._server
-            if server is not None:
-                server._detach(self)
-                self._server = None
 
+
+
+# A server's connections are made natively, of these classes.
+_install_net(_SocketTransport, _tls._SSLProtocol, protocols.BufferedProtocol,
+             trsock.TransportSocket, socket.socket)
 
 
 # --------------------------------------------------------------- server
@@ -252,8 +234,11 @@ class Server(asyncio.AbstractServer):
         # The sockets are the caller's (create_server(sock=)), who may close
         # one while it is served (see _Acceptor).
         self._borrowed = borrowed
-        self._active_count = 0
         self._waiters = []
+        # The connections served, counted natively; their transports are
+        # listed there (ServerConnections, server.zig). Anything else
+        # handed to _attach() is kept here, as asyncio keeps its clients.
+        self._conns = ServerConnections(self._wakeup)
         self._clients = weakref.WeakSet()
         self._protocol_factory = protocol_factory
         self._backlog = backlog
@@ -267,21 +252,23 @@ class Server(asyncio.AbstractServer):
     def __repr__(self):
         return f"<{self.__class__.__name__} sockets={self.sockets!r}>"
 
+    @property
+    def _active_count(self):
+        return self._conns.count
+
     # The transport is optional: asyncio's Server took none before 3.13,
     # and code written against 3.12 (CPython's own test_server) calls
     # _attach()/_detach() bare to hold the server open.
     def _attach(self, transport=None):
         assert self._sockets is not None
-        self._active_count += 1
-        if transport is not None:
+        if not self._conns._attach(transport) and transport is not None:
             self._clients.add(transport)
 
     def _detach(self, transport=None):
-        self._active_count -= 1
         if transport is not None:
             self._clients.discard(transport)
-        if self._active_count == 0 and self._sockets is None:
-            self._wakeup()
+        # Wakes the server when that was its last connection after close().
+        self._conns._detach(transport)
 
     def _wakeup(self):
         waiters = self._waiters
@@ -298,6 +285,7 @@ class Server(asyncio.AbstractServer):
             sock.listen(self._backlog)
             acceptor = self._loop._start_serving(self._protocol_factory, sock, self, self._backlog)
             if acceptor is not None:
+                acceptor._serve_natively(self._protocol_factory, self._conns)
                 self._acceptors[sock] = acceptor
 
     def get_loop(self):
@@ -317,6 +305,7 @@ class Server(asyncio.AbstractServer):
         if sockets is None:
             return
         self._sockets = None
+        self._conns._close()
         for sock in sockets:
             self._loop._stop_serving(sock, self._acceptors.pop(sock, None))
         self._serving = False
@@ -333,11 +322,11 @@ class Server(asyncio.AbstractServer):
     if sys.version_info >= (3, 13):  # new in 3.13, as asyncio.Server's
 
         def close_clients(self):
-            for transport in list(self._clients):
+            for transport in self._conns._transports() + list(self._clients):
                 transport.close()
 
         def abort_clients(self):
-            for transport in list(self._clients):
+            for transport in self._conns._transports() + list(self._clients):
                 transport.abort()
 
     async def start_serving(self):

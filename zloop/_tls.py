@@ -147,16 +147,20 @@ class _SSLProtocol(sslproto.SSLProtocol):
         self._incoming.write(self._ssl_buffer_view[:nbytes])
         try:
             if self._app_protocol_is_buffer:
-                self._do_read__buffered()
+                drained = self._do_read__buffered()
             else:
-                self._do_read__copied()
+                drained = self._do_read__copied()
             if self._write_backlog:
                 self._do_write()
             elif self._outgoing.pending:
                 self._process_outgoing()
             elif self._app_writing_paused or self._write_buffer_size > self._outgoing_high_water:
                 self._control_app_writing()  # else it would change nothing
-            if self._ssl_reading_paused or self._incoming.pending >= self._incoming_high_water:
+            # A read that drained the incoming BIO left it empty: only the
+            # pause can change then (the BIO's pending is an attribute
+            # lookup the interpreter does not specialize).
+            if self._ssl_reading_paused or (
+                    not drained and self._incoming.pending >= self._incoming_high_water):
                 self._control_ssl_reading()  # else it would change nothing
         except Exception as ex:
             self._fatal_error(ex, "Fatal error on SSL protocol")
@@ -199,6 +203,7 @@ class _SSLProtocol(sslproto.SSLProtocol):
 
     def _do_read__buffered(self):
         self._more_to_read = False
+        drained = False
         buf = self._app_protocol_get_buffer(self._get_read_buffer_size())
         view = memoryview(buf).cast("B")
         wants = len(view)
@@ -214,6 +219,7 @@ class _SSLProtocol(sslproto.SSLProtocol):
                     break
                 filled += count
                 if not self._incoming.pending and not self._tls_object.pending():
+                    drained = True
                     break  # drained (see _do_read__copied)
         except sslproto.SSLAgainErrors:
             pass
@@ -228,6 +234,7 @@ class _SSLProtocol(sslproto.SSLProtocol):
         if not count:
             self._call_eof_received()
             self._start_shutdown()
+        return drained
 
     def _do_read__copied(self):
         # asyncio's, but it stops once drained: when no ciphertext waits in
@@ -236,8 +243,10 @@ class _SSLProtocol(sslproto.SSLProtocol):
         # the TLS object needs more ciphertext). asyncio reads until that
         # exception, whose making (a formatted message, its attributes, a
         # traceback) costs more than decrypting a small message.
+        # Returns whether it left the incoming BIO empty.
         chunks = []
         chunk = b"-"  # b"" from a read: the peer's close_notify
+        drained = False
         try:
             while True:
                 chunk = self._tls_object.read(self.max_size)
@@ -245,6 +254,7 @@ class _SSLProtocol(sslproto.SSLProtocol):
                     break
                 chunks.append(chunk)
                 if not self._incoming.pending and not self._tls_object.pending():
+                    drained = True
                     break
         except sslproto.SSLAgainErrors:
             pass
@@ -253,6 +263,7 @@ class _SSLProtocol(sslproto.SSLProtocol):
         if not chunk:
             self._call_eof_received()
             self._start_shutdown()
+        return drained
 
     def _call_eof_received(self):
         reading = (sslproto.SSLProtocolState.WRAPPED, sslproto.SSLProtocolState.FLUSHING)
@@ -317,8 +328,9 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
             out = proto._outgoing.read()
             if out:
                 proto._transport.write(out)
-            if (proto._app_writing_paused
-                    or proto._outgoing.pending + proto._write_buffer_size > proto._outgoing_high_water):
+            # read() took all the outgoing BIO held: its pending is 0 (an
+            # attribute lookup the interpreter does not specialize).
+            if proto._app_writing_paused or proto._write_buffer_size > proto._outgoing_high_water:
                 proto._control_app_writing()  # else it would change nothing
         except Exception as ex:
             proto._fatal_error(ex, "Fatal error on SSL protocol")

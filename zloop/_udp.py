@@ -41,6 +41,18 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
 
     max_size = 256 * 1024
 
+    @property
+    def _closed(self):
+        return self._sock is None
+
+    def _close_socket(self):
+        self._sock.close()
+
+    def __del__(self):
+        # Unset if __init__ failed early.
+        if getattr(self, "_sock", None) is not None:
+            self._warn_unclosed()
+
     def __init__(self, loop, sock, protocol, address=None, waiter=None, extra=None, borrowed=False):
         # `borrowed`: sock is the caller's (create_datagram_endpoint(sock=)),
         # who may close it while the transport still uses it; the native

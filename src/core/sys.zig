@@ -66,6 +66,8 @@ pub const sendv = impl.sendv;
 pub const iov_max = impl.iov_max;
 pub const shutdownWrite = impl.shutdownWrite;
 pub const bytesReadable = impl.bytesReadable;
+pub const sockName = impl.sockName;
+pub const setTcpNodelay = impl.setTcpNodelay;
 pub const sendfile = impl.sendfile;
 pub const PathStat = impl.PathStat;
 pub const statPath = impl.statPath;
@@ -88,7 +90,7 @@ const interface = [_][]const u8{
     "accept",      "recv",      "recvfrom",      "send",          "sendto",
     "sendv",       "iov_max",   "shutdownWrite", "bytesReadable", "sendfile",
     "PathStat",    "statPath",  "unlink",        "noSigpipe",     "futexWait",
-    "futexWakeAll", "sock_nonblock",
+    "futexWakeAll", "sock_nonblock", "sockName",      "setTcpNodelay",
 };
 
 comptime {
@@ -170,6 +172,23 @@ test "accept hands a connection over non-blocking and close-on-exec, with its pe
     try std.testing.expect(flags.cloexec and flags.nonblocking);
     try std.testing.expectEqual(@as(socklen_t, @sizeOf(std.c.sockaddr.in)), len);
     try std.testing.expectEqual(@as(@TypeOf(peer.family), std.c.AF.INET), peer.family);
+}
+
+test "sockName gives a socket's own address; setTcpNodelay turns Nagle off" {
+    const l = try testing.tcpListener();
+    defer close(l.fd);
+    var addr: sockaddr.storage = undefined;
+    var len: socklen_t = @sizeOf(sockaddr.storage);
+    _ = try expectOk(void, sockName(l.fd, @ptrCast(&addr), &len));
+    try std.testing.expectEqual(@as(socklen_t, @sizeOf(std.c.sockaddr.in)), len);
+    const in: *const std.c.sockaddr.in = @ptrCast(&addr);
+    try std.testing.expectEqual(l.port, std.mem.bigToNative(u16, in.port));
+    const client = try testing.tcpConnect(l.port);
+    defer close(client);
+    try std.testing.expect(!try testing.tcpNodelay(client));
+    setTcpNodelay(client);
+    try std.testing.expect(try testing.tcpNodelay(client));
+    try expectErr(void, .BADF, sockName(-1, @ptrCast(&addr), &len));
 }
 
 test "send, sendv and recv round trip; FIONREAD counts what waits" {

@@ -9,6 +9,11 @@
 //! builds the protocol and the transport in Python. The Python subclass
 //! `zloop._net._Acceptor` adds the cold paths (construction, repr, reports).
 //!
+//! A server's acceptor serves natively (`_serve_natively`): outside debug
+//! mode, each connection's protocol comes from the server's factory and
+//! its transport from `transport.serve`, with no socket object and no
+//! Python call but the factory (see transport.zig's served connections).
+//!
 //! Errors follow `selector_events.BaseSelectorEventLoop._accept_connection`:
 //! EAGAIN ends the batch; EINTR and ECONNABORTED (a peer that reset before
 //! it was accepted) are skipped quietly; EMFILE, ENFILE, ENOBUFS and ENOMEM
@@ -30,13 +35,13 @@ const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
+const transport = @import("transport.zig");
+const sockaddr = @import("sockaddr.zig");
 const borrowed = @import("borrowed.zig");
 const sockio = @import("sockio.zig");
 const sys = core.sys;
 const sa_types = std.c.sockaddr;
 const AF = std.c.AF;
-
-extern fn inet_ntop(af: c_int, src: *const anyopaque, dst: [*]u8, size: u32) ?[*:0]const u8;
 
 /// Seconds before accepting again after EMFILE and friends: asyncio's
 /// `constants.ACCEPT_RETRY_DELAY`.
@@ -64,6 +69,12 @@ pub const Acceptor = struct {
     proto_obj: ?*Obj,
     /// The `TimerHandle` of a pending resume after EMFILE, owned.
     retry: ?*Obj,
+    /// Serving natively (`_serve_natively`): the server's protocol factory
+    /// and its `ServerConnections`, owned while serving, and what its
+    /// connections take from the listener.
+    factory: ?*Obj,
+    conns: ?*Obj,
+    listener: transport.Listener,
     /// The user's listening socket (`create_server(sock=)`; owned), or
     /// null for one the loop made. As a stream transport's user socket
     /// (transport.zig's `Inner.sock_owner`), asked for its fd before each
@@ -189,7 +200,14 @@ fn leaveReactor(a: *Acceptor) void {
     py.clear(&a.callback);
     py.clear(&a.cb_args);
     py.clear(&a.context);
+    clearNative(a);
     py.decref(py.obj(a));
+}
+
+fn clearNative(a: *Acceptor) void {
+    py.clear(&a.factory);
+    py.clear(&a.conns);
+    py.clear(&a.listener.sockname);
 }
 
 // ------------------------------------------------------------ readiness
@@ -236,11 +254,13 @@ fn acceptBatch(a: *Acceptor) core.RunError!void {
     }
 }
 
-/// Wraps the accepted `fd` and hands it to the callback. The fd is closed
-/// here if it never reached a socket object.
+/// Wraps the accepted `fd` and hands it to the callback, or serves it
+/// natively (`deliverNative`). The fd is closed here if it never reached a
+/// socket object or a transport.
 fn deliver(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
     std.debug.assert(fd >= 0);
-    const addr = peerAddress(peer) orelse {
+    if (a.factory != null and !loopOf(a).debug) return deliverNative(a, fd, peer);
+    const addr = sockaddr.fromStorage(&peer.storage, peer.len) orelse {
         sys.close(fd);
         return reportPending(a);
     };
@@ -260,6 +280,55 @@ fn deliver(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
     const exited = c.PyContext_Exit(ctx) >= 0;
     try result;
     if (!exited) return reportPending(a);
+}
+
+/// A connection served natively, as asyncio's `_accept_connection2` in a
+/// task of its own: the protocol factory runs in a fresh copy of the
+/// serving context, which the connection's callbacks then start from
+/// (`transport.serve`).
+fn deliverNative(a: *Acceptor, fd: i32, peer: *const Peer) core.RunError!void {
+    const ctx = c.PyContext_Copy(a.context.?) orelse {
+        sys.close(fd);
+        return reportPending(a);
+    };
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) {
+        sys.close(fd);
+        return reportPending(a);
+    }
+    const result = serveOne(a, fd, peer, ctx);
+    const exited = c.PyContext_Exit(ctx) >= 0;
+    try result;
+    if (!exited) return reportPending(a);
+}
+
+fn serveOne(a: *Acceptor, fd: i32, peer: *const Peer, ctx: *Obj) core.RunError!void {
+    // The factory may close the server, which drops these; hold them.
+    const factory = py.newref(a.factory.?);
+    defer py.decref(factory);
+    const conns: ?*Obj = if (a.conns) |s| py.newref(s) else null;
+    defer py.xdecref(conns);
+    var name = sockaddr.Lazy.of(&peer.storage, peer.len) orelse {
+        sys.close(fd);
+        return dropped();
+    };
+    const protocol = c.PyObject_CallNoArgs(factory) orelse {
+        name.release();
+        sys.close(fd);
+        return dropped();
+    };
+    defer py.decref(protocol);
+    const t = transport.serve(loopOf(a), fd, protocol, conns, &a.listener, name, ctx) orelse
+        return dropped();
+    py.decref(t);
+}
+
+/// As asyncio's `_accept_connection2` outside debug mode: a connection
+/// whose protocol or transport could not be made is dropped without a
+/// word (its fd closed); KeyboardInterrupt and SystemExit abort the loop.
+fn dropped() core.RunError!void {
+    if (py.pendingIsFatal()) return error.Aborted;
+    c.PyErr_Clear();
 }
 
 /// `callback(*cb_args, conn, addr)`, in the caller's context.
@@ -339,51 +408,6 @@ fn otherError(a: *Acceptor, errno: u16) core.RunError!void {
     return reportPending(a);
 }
 
-// ------------------------------------------------------------- addresses
-
-/// The peer address as `socket.accept()` returns it (CPython's
-/// `makesockaddr`): `(host, port)` for IPv4, `(host, port, flowinfo,
-/// scope_id)` for IPv6, a `str` path, abstract `bytes` or `''` for Unix.
-fn peerAddress(peer: *const Peer) ?*Obj {
-    const len = @min(peer.len, @sizeOf(sa_types.storage));
-    // No address at all: makesockaddr gives None.
-    if (len == 0) return py.newref(py.none());
-    var host: [64]u8 = undefined;
-    switch (peer.storage.family) {
-        AF.INET => {
-            const sa: *const sa_types.in = @ptrCast(&peer.storage);
-            const text = inet_ntop(AF.INET, &sa.addr, &host, host.len) orelse unreachable;
-            const port: c_int = std.mem.bigToNative(u16, sa.port);
-            return c.Py_BuildValue("(si)", text, port);
-        },
-        AF.INET6 => {
-            const sa: *const sa_types.in6 = @ptrCast(&peer.storage);
-            const text = inet_ntop(AF.INET6, &sa.addr, &host, host.len) orelse unreachable;
-            const port: c_int = std.mem.bigToNative(u16, sa.port);
-            const flow: c_uint = std.mem.bigToNative(u32, sa.flowinfo);
-            const scope: c_uint = sa.scope_id;
-            return c.Py_BuildValue("(siII)", text, port, flow, scope);
-        },
-        AF.UNIX => return unixAddress(peer, len),
-        // The Python side serves only the three families above natively.
-        else => return py.raise(c.PyExc_OSError, "accept: unsupported address family"),
-    }
-}
-
-fn unixAddress(peer: *const Peer, len: u32) ?*Obj {
-    const sa: *const sa_types.un = @ptrCast(&peer.storage);
-    const path_offset = @offsetOf(sa_types.un, "path");
-    const n: usize = @min(len -| path_offset, sa.path.len);
-    // Linux's abstract namespace (a leading NUL): the name is exactly the
-    // `n` bytes, returned as bytes.
-    if (n > 0 and sa.path[0] == 0) {
-        return c.PyBytes_FromStringAndSize(@ptrCast(&sa.path), @intCast(n));
-    }
-    // A path up to its NUL; an unnamed peer (n == 0) gives ''.
-    const end = std.mem.indexOfScalar(u8, sa.path[0..n], 0) orelse n;
-    return c.PyUnicode_DecodeFSDefaultAndSize(@ptrCast(&sa.path), @intCast(end));
-}
-
 // --------------------------------------------------------------- methods
 
 fn longArg(o: ?*Obj) ?c_long {
@@ -461,6 +485,44 @@ fn attach(a: *Acceptor, l: *loop_mod.Loop) ?*Obj {
     return py.newref(py.none());
 }
 
+/// `_serve_natively(protocol_factory, conns)`: from now on, outside debug
+/// mode, each connection is served natively (`deliverNative`), its
+/// protocol from `protocol_factory`, counted in `conns` (the server's
+/// `ServerConnections`, or None).
+fn serveNatively(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const a = py.cast(Acceptor, self.?);
+    if (nargs != 2) return py.raise(c.PyExc_TypeError, "_serve_natively(protocol_factory, conns)");
+    if (!a.attached) return py.raise(c.PyExc_RuntimeError, "acceptor not serving");
+    // Not checked for being callable: asyncio's create_server() takes
+    // anything, and a connection whose factory call fails is dropped.
+    const family = longArg(a.family_obj) orelse return null;
+    const sock_type = longArg(a.type_obj) orelse return null;
+    const proto = longArg(a.proto_obj) orelse return null;
+    const shared_name = listenerName(a.w.fd) orelse return null;
+    clearNative(a);
+    a.listener = .{
+        .family = @intCast(family),
+        .sock_type = @intCast(sock_type),
+        .proto = @intCast(proto),
+        .sockname = shared_name,
+        // As asyncio's `_set_nodelay` on the accepted socket.
+        .nodelay = (family == AF.INET or family == AF.INET6) and
+            (sock_type & 0xf) == std.c.SOCK.STREAM and proto == std.c.IPPROTO.TCP,
+    };
+    a.factory = py.newref(args[0].?);
+    a.conns = if (py.isNone(args[1])) null else py.newref(args[1].?);
+    return py.newref(py.none());
+}
+
+/// The listener's address object when its connections share it (see
+/// `sockaddr.sharedByAccepted`), else null (each connection asks).
+fn listenerName(fd: i32) ??*Obj {
+    const addr = sockio.sockName(fd) orelse return @as(?*Obj, null);
+    if (!sockaddr.sharedByAccepted(&addr.storage, addr.len)) return @as(?*Obj, null);
+    const name = sockaddr.fromStorage(&addr.storage, addr.len) orelse return null;
+    return name;
+}
+
 /// `_resume()`: the retry timer after EMFILE; watching again. A no-op
 /// once closed.
 fn resumeAccepting(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
@@ -513,7 +575,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     // A heap type's instances own a reference to it.
     const tp_rc = visit.?(py.obj(c.Py_TYPE(self)), arg);
     if (tp_rc != 0) return tp_rc;
-    inline for (.{ a.loop, a.callback, a.cb_args, a.context, a.retry, a.sock_owner }) |m| if (m) |o| {
+    inline for (.{ a.loop, a.callback, a.cb_args, a.context, a.retry, a.sock_owner, a.factory, a.conns }) |m| if (m) |o| {
         const rc = visit.?(o, arg);
         if (rc != 0) return rc;
     };
@@ -529,6 +591,7 @@ fn clearGc(self: ?*Obj) callconv(.c) c_int {
     py.clear(&a.cb_args);
     py.clear(&a.context);
     py.clear(&a.retry);
+    clearNative(a);
     return 0;
 }
 
@@ -542,6 +605,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
         "sock_owner",
     };
     inline for (owned) |f| py.clear(&@field(a, f));
+    clearNative(a);
     // A heap type: subtype_dealloc leaves the instance's reference to its
     // type for this dealloc to drop.
     const tp = c.Py_TYPE(self);
@@ -552,6 +616,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
 var methods = [_]c.PyMethodDef{
     py.methodFast("_start", start, "Start accepting on a listening socket's fd."),
     py.methodNoArgs("_resume", resumeAccepting, "Watch the listener again after an EMFILE pause."),
+    py.methodFast("_serve_natively", serveNatively, "Serve each connection natively."),
     py.methodNoArgs("_close", closeAcceptor, "Stop accepting and leave the loop."),
     py.sentinel_method,
 };

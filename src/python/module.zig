@@ -13,6 +13,7 @@ const core = @import("core");
 const datagram = @import("datagram.zig");
 const accept = @import("accept.zig");
 const fileops = @import("fileops.zig");
+const server = @import("server.zig");
 const borrowed = @import("borrowed.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
@@ -36,6 +37,7 @@ fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(
 var methods = [_]c.PyMethodDef{
     py.methodFast("_install", install, null),
     py.methodNoArgs("_malloc_primed", loop.mallocPrimed, null),
+    py.methodFast("_install_net", transport.installNet, null),
     py.methodNoArgs("_selected_backend", loop.selectedBackend, null),
     py.sentinel_method,
 };
@@ -57,7 +59,9 @@ export fn PyInit__zloop() ?*Obj {
         py.decref(m);
         return null;
     }
-    if (!datagram.initTypes(m) or !accept.initTypes(m) or !fileops.initFunctions(m)) {
+    if (!datagram.initTypes(m) or !accept.initTypes(m) or !fileops.initFunctions(m) or
+        !server.initTypes(m))
+    {
         py.decref(m);
         return null;
     }

@@ -100,6 +100,16 @@ pub inline fn callMethod(o: *Obj, name: *Obj, args: anytype) ?*Obj {
     return c.PyObject_VectorcallMethod(name, @ptrCast(&argv[1]), (n + 1) | c.PY_VECTORCALL_ARGUMENTS_OFFSET, null);
 }
 
+/// `f(*args)`, `args` a tuple of `*Obj`: a new reference, or null with an
+/// exception set (a vectorcall, as `callMethod`).
+pub inline fn call(f: *Obj, args: anytype) ?*Obj {
+    const n = args.len;
+    var argv: [n + 1]?*Obj = undefined;
+    argv[0] = null;
+    inline for (0..n) |i| argv[i + 1] = args[i];
+    return c.PyObject_Vectorcall(f, @ptrCast(&argv[1]), n | c.PY_VECTORCALL_ARGUMENTS_OFFSET, null);
+}
+
 pub inline fn cast(comptime T: type, o: anytype) *T {
     return @ptrCast(@alignCast(o));
 }

@@ -84,6 +84,22 @@ pub inline fn bytesReadable(fd: i32) ?usize {
     };
 }
 
+/// The address socket `fd` is bound to (getsockname); null if the kernel
+/// would not say.
+pub fn sockName(fd: i32) ?Address {
+    var a: Address = .{ .len = @sizeOf(sys.sockaddr.storage) };
+    return switch (sys.sockName(fd, @ptrCast(&a.storage), &a.len)) {
+        .ok => a,
+        .err => null,
+    };
+}
+
+/// TCP_NODELAY on TCP socket `fd`, as asyncio's `_set_nodelay` (a failure
+/// ignored, as there).
+pub inline fn setTcpNodelay(fd: i32) void {
+    sys.setTcpNodelay(fd);
+}
+
 /// Makes sends on socket `fd` never raise SIGPIPE where the platform needs
 /// a socket option for it (macOS's SO_NOSIGPIPE; nothing elsewhere). Called
 /// once per socket before the loop first sends on it.

@@ -33,6 +33,10 @@ const c = py.c;
 const Obj = py.Obj;
 const loop_mod = @import("loop.zig");
 const recvpool = @import("recvpool.zig");
+const state = @import("state.zig");
+const handle = @import("handle.zig");
+const sockaddr = @import("sockaddr.zig");
+const server = @import("server.zig");
 const borrowed = @import("borrowed.zig");
 const sockio = @import("sockio.zig");
 const transport_object = @import("transport_object.zig");
@@ -46,7 +50,35 @@ const gpa = std.heap.c_allocator;
 /// `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`).
 const log_threshold_conn_lost = 5;
 
-pub const Transport = transport_object.Layout(Inner);
+/// `transport_object.Layout(Inner)` (checked there), then the fields only
+/// a stream transport has.
+pub const Transport = extern struct {
+    ob_base: Obj,
+    /// `asyncio.BaseTransport._extra`: owned by that slot descriptor (or
+    /// null until a served connection's extra info is asked for: see
+    /// `Inner.lazy`).
+    extra: ?*Obj,
+    loop: ?*Obj,
+    protocol: ?*Obj,
+    inner: ?*Inner,
+    /// The `socket.socket` the transport works on (`_sock`): the one it was
+    /// made with, or a served connection's, made on first use (see
+    /// `Inner.lazy`). Null once the connection is lost.
+    sock: ?*Obj,
+    /// The server's `ServerConnections` while it counts this connection,
+    /// and this transport's place in its list (server.zig).
+    conns: ?*Obj,
+    conn_prev: ?*Transport,
+    conn_next: ?*Transport,
+    /// `_sendfile_fut`: loop.sendfile()'s future while it runs, failed if
+    /// the connection goes first (as asyncio's empty waiter).
+    sendfile_fut: ?*Obj,
+    /// connection_lost was called and the transport let go of its socket,
+    /// protocol and loop (`_sock` and `_loop` read None).
+    lost: bool,
+    /// `_protocol_connected`: connection_lost goes to the protocol.
+    protocol_connected: bool,
+};
 
 pub const Inner = struct {
     owner: *Transport,
@@ -105,8 +137,23 @@ pub const Inner = struct {
     sendfile_writer: ?*Obj = null,
     /// Native receives not yet delivered, oldest first from `rx_head` (see
     /// `onRecv`).
-    rx: std.ArrayList(Rx) = .empty,
+    rx: RxQueue = .{},
     rx_head: usize = 0,
+    /// A served connection's extra info and socket object, made on first
+    /// use (see `Lazy`).
+    lazy: Lazy = .{},
+    /// The connection's own callbacks in the ready queue (`runStep`):
+    /// its start, then its end, each queued once at most and in that
+    /// order, each entry holding a reference to the transport.
+    step: core.Callback = .{ .run = runStep, .drop = dropStep },
+    /// `protocol.connection_made`, bound, while the start is queued; and
+    /// the context it runs in.
+    start_cb: ?*Obj = null,
+    start_ctx: ?*Obj = null,
+    /// connection_lost's exception (or None) and context, while the end is
+    /// queued.
+    lost_exc: ?*Obj = null,
+    lost_ctx: ?*Obj = null,
     /// The user's socket this transport works on (`create_connection(sock=)`
     /// and the like; owned), or null for one the loop made or accepted,
     /// which user code only sees through `TransportSocket` and cannot
@@ -134,7 +181,80 @@ pub const Inner = struct {
     }
 
     fn rxPending(in: *const Inner) bool {
-        return in.rx_head < in.rx.items.len;
+        return in.rx_head < in.rx.len();
+    }
+};
+
+/// The native receives of one transport between their wait and their
+/// delivery: nearly always one, kept inline, so that an idle connection
+/// holds no allocation for them; a second one moves both into a list, freed
+/// once they are delivered.
+const RxQueue = struct {
+    /// The receives: in `single` (`cap` 1) or in an allocation (`cap` more).
+    items: []Rx = &.{},
+    cap: usize = 0,
+    single: [1]Rx = undefined,
+
+    fn len(q: *const RxQueue) usize {
+        return q.items.len;
+    }
+
+    fn append(q: *RxQueue, item: Rx) error{OutOfMemory}!void {
+        if (q.cap == 0) {
+            q.items = q.single[0..0];
+            q.cap = 1;
+        }
+        if (q.items.len == q.cap) {
+            const more = try gpa.alloc(Rx, @max(4, q.cap * 2));
+            @memcpy(more[0..q.items.len], q.items);
+            q.release();
+            q.items = more[0..q.items.len];
+            q.cap = more.len;
+        }
+        q.items.len += 1;
+        q.items[q.items.len - 1] = item;
+    }
+
+    /// Empties the queue, freeing an allocation (an idle connection keeps
+    /// none).
+    fn clear(q: *RxQueue) void {
+        q.release();
+        q.items = q.single[0..0];
+        q.cap = 1;
+    }
+
+    fn release(q: *RxQueue) void {
+        if (q.cap > 1) gpa.free(q.items.ptr[0..q.cap]);
+    }
+};
+
+/// What a served connection makes on first use rather than when accepted
+/// (uvloop does the same): its `peername` and `sockname` as the kernel gave
+/// them (a listener bound to one address shares its own `sockname`
+/// object), its `socket.socket`, and the extra info made of them. A
+/// connection that nobody asks makes none of these objects.
+const Lazy = struct {
+    peer: sockaddr.Lazy = .none,
+    local: sockaddr.Lazy = .none,
+    /// `socket.socket(family, type, proto, fileno)` arguments.
+    family: u16 = 0,
+    sock_type: i32 = 0,
+    proto: i32 = 0,
+    /// The fd is the transport's, with no socket object yet: `_sock` makes
+    /// one, and connection_lost closes the fd itself.
+    sock: bool = false,
+    /// Entries of `extra` still to make.
+    peername: bool = false,
+    sockname: bool = false,
+    socket: bool = false,
+
+    fn pending(z: *const Lazy) bool {
+        return z.peername or z.sockname or z.socket;
+    }
+
+    fn release(z: *Lazy) void {
+        z.peer.release();
+        z.local.release();
     }
 };
 
@@ -340,17 +460,30 @@ const WriteQueue = struct {
     }
 };
 
-/// The texts of its fatal errors (as asyncio words them).
-const Messages = struct {
+/// The texts of its fatal errors (as asyncio words them), and the names
+/// only the stream transport calls (`transport_object.names` has the
+/// ones both call).
+const Names = struct {
     msg_read: *Obj,
     msg_write: *Obj,
     msg_data: *Obj,
     msg_eof: *Obj,
     msg_get_buffer: *Obj,
     msg_buffer_updated: *Obj,
+    connection_made: *Obj,
+    connection_lost: *Obj,
+    close: *Obj,
+    get: *Obj,
+    name: *Obj,
+    default: *Obj,
+    peername: *Obj,
+    sockname: *Obj,
+    socket: *Obj,
+    sendfile_lost: *Obj,
+    warn_unclosed: *Obj,
     msg_gone: *Obj,
 };
-var messages: Messages = undefined;
+var names: Names = undefined;
 
 
 // ------------------------------------------------------------- plumbing
@@ -388,6 +521,23 @@ fn callSelf(t: *Transport, name: *Obj) bool {
 
 const succeeded = transport_object.consumed;
 const scheduleConnectionLost = object.scheduleConnectionLost;
+
+/// `scheduleConnectionLost` outside debug mode: asyncio's
+/// `loop.call_soon(self._call_connection_lost, exc)` as the transport's
+/// own step (`runStep`), next in the ready queue, in `own` (the
+/// transport's own context, see `Inner.context_fixed`) or else a copy of
+/// the current one, as a Handle's.
+pub fn queueConnectionLost(t: *Transport, exc: *Obj, own: ?*Obj) bool {
+    const in = t.inner.?;
+    const ctx = if (own) |o| py.newref(o) else c.PyContext_CopyCurrent() orelse return false;
+    std.debug.assert(in.lost_exc == null and in.lost_ctx == null);
+    in.lost_exc = py.newref(exc);
+    in.lost_ctx = ctx;
+    if (queueStep(t)) return true;
+    py.clear(&in.lost_exc);
+    py.clear(&in.lost_ctx);
+    return false;
+}
 
 /// Applies the interest the transport's state calls for.
 pub fn updateInterest(t: *Transport) void {
@@ -481,7 +631,7 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
         item.data = data;
         item.id = rv.buffer;
     }
-    in.rx.append(gpa, item) catch {
+    in.rx.append(item) catch {
         if (item.data) |d| returnRx(l, item.id, d);
         return error.Aborted;
     };
@@ -498,19 +648,27 @@ fn deliverRx(t: *Transport) core.RunError!void {
         // Taken off the queue first: a close() in the protocol's callback
         // releases what is queued (`releaseRx`), not this one.
         const index = in.rx_head;
-        const item = in.rx.items[index];
+        const items = in.rx.items;
+        const item = items[index];
+        if (items.len - index > 1) {
+            const joined = joinable(in, index);
+            if (joined > 1) {
+                try deliverJoined(t, index, joined);
+                continue;
+            }
+        }
         in.rx_head += 1;
         if (item.res > 0) {
             try deliverReceived(t, index, item);
         } else if (item.res == 0) {
             try readEof(t);
         } else {
-            try fatalErrno(t, @intCast(-item.res), messages.msg_read);
+            try fatalErrno(t, @intCast(-item.res), names.msg_read);
         }
     }
     const l = object.loopOf(t);
     if (!in.rxPending()) {
-        in.rx.clearRetainingCapacity();
+        in.rx.clear();
         in.rx_head = 0;
     } else if (in.closing or in.read_eof) {
         releaseRx(in, l);
@@ -520,6 +678,76 @@ fn deliverRx(t: *Transport) core.RunError!void {
             item.id = null;
         };
     }
+}
+
+/// How many receives from `index` on go to a plain protocol as one
+/// `data_received` (`deliverJoined`): consecutive data, none handed over
+/// in part, up to what one read on the readiness path takes.
+fn joinable(in: *Inner, index: usize) usize {
+    if (in.buffered) return 0;
+    var size: usize = 0;
+    var n: usize = 0;
+    for (in.rx.items[index..]) |item| {
+        if (item.res <= 0 or item.fed != 0) break;
+        const len: usize = @intCast(item.res);
+        if (size + len > read_spare_bytes) break;
+        size += len;
+        n += 1;
+    }
+    return n;
+}
+
+/// `count` receives from `index` on (see `joinable`) to the protocol in
+/// one `data_received`, as one read of the readiness path would bring
+/// them: copied into the loop's spare, lent as `readReady` lends it (a
+/// protocol that keeps data gets an exact-size copy), their buffers back
+/// to the pool at once. A bulk transfer (a database's COPY) then reaches
+/// the protocol in as few calls as on epoll, where the receives a pass
+/// brings, one per 16 KiB buffer, would each make a call.
+fn deliverJoined(t: *Transport, index: usize, count: usize) core.RunError!void {
+    const in = t.inner.?;
+    const l = object.loopOf(t);
+    const items = in.rx.items[index..][0..count];
+    var size: usize = 0;
+    var full = false;
+    for (items) |item| {
+        size += @intCast(item.res);
+        full = full or item.res == recvpool.buffer_bytes;
+    }
+    const lend = !in.keeps_data;
+    const data = (if (lend)
+        takeBuffer(&l.read_spare, read_spare_bytes)
+    else
+        c.PyBytes_FromStringAndSize(null, @intCast(size))) orelse {
+        // Dropped with the connection, which fails.
+        in.rx_head = index + count;
+        for (items) |item| returnRx(l, item.id, item.data.?);
+        return fatalFromPending(t, names.msg_read);
+    };
+    const dst: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
+    var at: usize = 0;
+    for (items) |item| {
+        const part = bytesOf(item.data.?);
+        @memcpy(dst[at..][0..part.len], part);
+        at += part.len;
+        returnRx(l, item.id, item.data.?);
+    }
+    in.rx_head = index + count;
+    // As `deliverReceived`: full buffers mean more may be queued; large
+    // reads go the usual way.
+    if (full and !in.big_reads) {
+        in.big_reads = true;
+        updateInterest(t);
+    }
+    if (!lend) return deliver(t, data);
+    sizeBytes(data, size);
+    py.incref(data); // keeps it alive through the call, to see if it came back
+    const delivered = deliver(t, data);
+    const flushed = uncork(t);
+    if (c.Py_REFCNT(data) > 1) in.keeps_data = true;
+    returnSpare(l, data);
+    try delivered;
+    if (!flushed) try pendingToRun(t);
 }
 
 /// One native receive (taken from `in.rx.items[index]`) to the protocol,
@@ -557,7 +785,7 @@ fn deliverReceived(t: *Transport, index: usize, item: Rx) core.RunError!void {
     const rest = bytesOf(data)[item.fed..];
     const copy = c.PyBytes_FromStringAndSize(rest.ptr, @intCast(rest.len));
     returnRx(l, item.id, data);
-    return deliver(t, copy orelse return fatalFromPending(t, messages.msg_read));
+    return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
 }
 
 /// A whole native receive to a plain protocol (see `deliverReceived`).
@@ -570,7 +798,7 @@ fn deliverPlain(t: *Transport, item: Rx) core.RunError!void {
     if (in.keeps_data) {
         const copy = c.PyBytes_FromStringAndSize(c.PyBytes_AsString(data), @intCast(n));
         returnRx(l, id, data);
-        return deliver(t, copy orelse return fatalFromPending(t, messages.msg_read));
+        return deliver(t, copy orelse return fatalFromPending(t, names.msg_read));
     }
     py.incref(data); // keeps it alive through the call, to see if it came back
     const delivered = deliver(t, data);
@@ -619,7 +847,7 @@ fn releaseRx(in: *Inner, l: *loop_mod.Loop) void {
     for (in.rx.items[in.rx_head..]) |item| {
         returnRx(l, item.id, item.data orelse continue);
     }
-    in.rx.clearRetainingCapacity();
+    in.rx.clear();
     in.rx_head = 0;
 }
 
@@ -661,7 +889,7 @@ fn readReady(t: *Transport) core.RunError!void {
     }
     const l = py.cast(loop_mod.Loop, t.loop.?);
     const spare = takeBuffer(&l.read_spare, read_spare_bytes) orelse
-        return fatalFromPending(t, messages.msg_read);
+        return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(spare));
     const got = sockio.recv(in.sysFd(), buf[0..read_spare_bytes]);
     const rc: usize = switch (got) {
@@ -676,10 +904,10 @@ fn readReady(t: *Transport) core.RunError!void {
         switch (got) {
             .done => {},
             .would_block => return,
-            .failed => |errno| return fatalErrno(t, errno, messages.msg_read),
+            .failed => |errno| return fatalErrno(t, errno, names.msg_read),
         }
         if (rc == 0) return readEof(t);
-        return deliver(t, data orelse return fatalFromPending(t, messages.msg_read));
+        return deliver(t, data orelse return fatalFromPending(t, names.msg_read));
     }
     sizeBytes(spare, rc);
     py.incref(spare); // keeps it alive through the call, to see if it came back
@@ -713,14 +941,14 @@ fn readLent(t: *Transport) core.RunError!void {
     const in = t.inner.?;
     const l = py.cast(loop_mod.Loop, t.loop.?);
     const lent = takeBuffer(&l.read_lent, read_lent_bytes) orelse
-        return fatalFromPending(t, messages.msg_read);
+        return fatalFromPending(t, names.msg_read);
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(lent));
     const rc = switch (sockio.recv(in.sysFd(), buf[0..read_lent_bytes])) {
         .done => |n| n,
         .would_block => return giveBack(l, &l.read_lent, lent, read_lent_bytes),
         .failed => |errno| {
             giveBack(l, &l.read_lent, lent, read_lent_bytes);
-            return fatalErrno(t, errno, messages.msg_read);
+            return fatalErrno(t, errno, names.msg_read);
         },
     };
     if (rc == 0) {
@@ -754,7 +982,7 @@ fn readExact(t: *Transport) core.RunError!bool {
     const n = sockio.bytesReadable(in.sysFd()) orelse return false;
     if (n <= read_exact_bytes or n > read_copy_bytes) return false;
     var data: ?*Obj = c.PyBytes_FromStringAndSize(null, @intCast(n)) orelse {
-        try fatalFromPending(t, messages.msg_read);
+        try fatalFromPending(t, names.msg_read);
         return true;
     };
     const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(data));
@@ -766,7 +994,7 @@ fn readExact(t: *Transport) core.RunError!bool {
         },
         .failed => |errno| {
             py.decref(data.?);
-            try fatalErrno(t, errno, messages.msg_read);
+            try fatalErrno(t, errno, names.msg_read);
             return true;
         },
     };
@@ -777,7 +1005,7 @@ fn readExact(t: *Transport) core.RunError!bool {
         return true;
     }
     if (rc < n and c._PyBytes_Resize(&data, @intCast(rc)) < 0) {
-        try fatalFromPending(t, messages.msg_read);
+        try fatalFromPending(t, names.msg_read);
         return true;
     }
     try deliver(t, data.?);
@@ -821,7 +1049,7 @@ fn sizeBytes(b: *Obj, len: usize) void {
 fn deliver(t: *Transport, data: *Obj) core.RunError!void {
     defer py.decref(data);
     const r = py.callMethod(t.protocol.?, common.data_received, .{data});
-    if (r) |o| py.decref(o) else try fatalFromPending(t, messages.msg_data);
+    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_data);
 }
 
 /// `protocol.get_buffer(-1)` as a writable, non-empty view (released by
@@ -835,7 +1063,7 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
         const buf_obj = py.callMethod(t.protocol.?, common.get_buffer, .{hint});
         py.decref(hint);
         break :bo buf_obj orelse {
-            try fatalFromPending(t, messages.msg_get_buffer);
+            try fatalFromPending(t, names.msg_get_buffer);
             return false;
         };
     };
@@ -846,19 +1074,19 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
     const len = c.PyObject_Length(bo);
     if (len <= 0) {
         if (len == 0) c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        try fatalFromPending(t, messages.msg_get_buffer);
+        try fatalFromPending(t, names.msg_get_buffer);
         return false;
     }
     if (c.PyObject_GetBuffer(bo, view, c.PyBUF_WRITABLE) < 0) {
         c.PyErr_Clear();
         _ = c.PyErr_Format(c.PyExc_TypeError, "recv_into() argument 1 must be read-write bytes-like object, not %.50s", c.Py_TYPE(bo).*.tp_name);
-        try fatalFromPending(t, messages.msg_read);
+        try fatalFromPending(t, names.msg_read);
         return false;
     }
     if (view.len == 0) {
         c.PyBuffer_Release(view);
         c.PyErr_SetString(c.PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        try fatalFromPending(t, messages.msg_get_buffer);
+        try fatalFromPending(t, names.msg_get_buffer);
         return false;
     }
     return true;
@@ -869,7 +1097,7 @@ fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
     const arg = c.PyLong_FromSize_t(n) orelse return pendingToRun(t);
     defer py.decref(arg);
     const r = py.callMethod(t.protocol.?, common.buffer_updated, .{arg});
-    if (r) |o| py.decref(o) else try fatalFromPending(t, messages.msg_buffer_updated);
+    if (r) |o| py.decref(o) else try fatalFromPending(t, names.msg_buffer_updated);
 }
 
 fn readBuffered(t: *Transport) core.RunError!void {
@@ -881,7 +1109,7 @@ fn readBuffered(t: *Transport) core.RunError!void {
     const rc = switch (got) {
         .done => |n| n,
         .would_block => return,
-        .failed => |errno| return fatalErrno(t, errno, messages.msg_read),
+        .failed => |errno| return fatalErrno(t, errno, names.msg_read),
     };
     if (rc == 0) return readEof(t);
     return bufferUpdated(t, rc);
@@ -894,10 +1122,10 @@ fn readEof(t: *Transport) core.RunError!void {
     in.read_eof = true;
     updateInterest(t);
     const r = py.callMethod(t.protocol.?, common.eof_received, .{}) orelse
-        return fatalFromPending(t, messages.msg_eof);
+        return fatalFromPending(t, names.msg_eof);
     const keep_open = c.PyObject_IsTrue(r);
     py.decref(r);
-    if (keep_open < 0) return fatalFromPending(t, messages.msg_eof);
+    if (keep_open < 0) return fatalFromPending(t, names.msg_eof);
     if (keep_open == 0 and !closeTransport(t)) try pendingToRun(t);
 }
 
@@ -915,7 +1143,7 @@ fn writeReady(t: *Transport) core.RunError!void {
         .failed => |errno| {
             in.wq.releaseAll();
             updateInterest(t);
-            return fatalErrno(t, errno, messages.msg_write);
+            return fatalErrno(t, errno, names.msg_write);
         },
     };
     in.wq.consume(rc);
@@ -990,13 +1218,17 @@ fn setup(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
 /// `_detach()`: leave the reactor and drop its reference. Called once
 /// connection_lost ran, before the socket is closed (the fd may be reused).
 fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
-    const t = py.cast(Transport, self.?);
-    const in = t.inner orelse return py.newref(py.none());
+    leave(py.cast(Transport, self.?));
+    return py.newref(py.none());
+}
+
+/// Drops what is queued and leaves the reactor (see `detach`).
+fn leave(t: *Transport) void {
+    const in = t.inner orelse return;
     in.wq.releaseAll();
     in.cork.release();
     releaseRx(in, object.loopOf(t));
     object.leaveReactor(t, in);
-    return py.newref(py.none());
 }
 
 /// An evicted transport's failure (`shared.evictIfStale`): the EBADF its
@@ -1004,10 +1236,597 @@ fn detach(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 /// OSError(EBADF) next pass. False with the Python error set when it must
 /// abort the caller.
 pub fn failGone(t: *Transport) bool {
-    fatalErrno(t, sockio.ebadf, messages.msg_gone) catch return false;
+    fatalErrno(t, sockio.ebadf, names.msg_gone) catch return false;
     return true;
 }
 
+// ---------------------------------------------------- served connections
+
+/// The Python classes a served connection is made of, handed over once by
+/// `zloop._net` (`_zloop._install_net`).
+pub const Classes = struct {
+    /// `zloop._net._SocketTransport`, the class of every stream transport.
+    transport: *Obj,
+    /// `zloop._tls._SSLProtocol`: its transport reads into the one buffer
+    /// it gives out (see `ReadMode`).
+    ssl_protocol: *Obj,
+    buffered_protocol: *Obj,
+    /// `asyncio.trsock.TransportSocket` and `socket.socket`.
+    transport_socket: *Obj,
+    socket: *Obj,
+};
+pub var classes: ?Classes = null;
+
+/// `_install_net(transport, ssl_protocol, buffered_protocol,
+/// transport_socket, socket)`: see `Classes`.
+pub fn installNet(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    const usage = "_install_net(transport, ssl_protocol, buffered_protocol, transport_socket, socket)";
+    if (nargs != 5) return py.raise(c.PyExc_TypeError, usage);
+    if (c.PyType_Check(args[0]) == 0 or c.PyType_IsSubtype(@ptrCast(args[0]), object.type_obj.?) == 0) {
+        return py.raise(c.PyExc_TypeError, "_install_net(): not a SocketTransportCore class");
+    }
+    if (classes) |old| inline for (.{ old.transport, old.ssl_protocol, old.buffered_protocol, old.transport_socket, old.socket }) |o| py.decref(o);
+    classes = .{
+        .transport = py.newref(args[0].?),
+        .ssl_protocol = py.newref(args[1].?),
+        .buffered_protocol = py.newref(args[2].?),
+        .transport_socket = py.newref(args[3].?),
+        .socket = py.newref(args[4].?),
+    };
+    return py.newref(py.none());
+}
+
+pub fn isTransport(o: *Obj) bool {
+    return c.PyObject_TypeCheck(o, object.type_obj.?) != 0;
+}
+
+/// What a served connection takes from its listener (accept.zig).
+pub const Listener = struct {
+    /// `socket.socket(family, type, proto, fileno)` arguments of an
+    /// accepted socket: the listener's own (`type` with SOCK_NONBLOCK, so
+    /// that CPython sets the timeout to 0 without a syscall).
+    family: u16,
+    sock_type: i32,
+    proto: i32,
+    /// The listener's `sockname`, when its connections share it (see
+    /// `sockaddr.sharedByAccepted`); else each asks `getsockname` once.
+    sockname: ?*Obj,
+    /// TCP: TCP_NODELAY on each connection, as asyncio's `_set_nodelay`.
+    nodelay: bool,
+};
+
+/// Python 3.15 (gh-140947): a transport's callbacks run in its own
+/// context (`Inner.context_fixed`).
+const transport_owns_context = c.PY_VERSION_HEX >= 0x030F0000;
+
+/// A served connection's transport, made natively: what
+/// `_SocketTransport(loop, sock, protocol, extra={"peername": addr},
+/// server=server)` does for asyncio's `_accept_connection2`, without a
+/// socket object and without Python: `protocol.connection_made` looked up
+/// (a factory that returned no protocol fails here, as in asyncio), the fd
+/// registered with the reactor, the server's count, TCP_NODELAY, and
+/// connection_made then reading queued as one step. `ctx` is the
+/// connection's context, where its protocol factory ran: connection_made
+/// runs in it, reading in a copy taken now (3.15: both in it, the
+/// transport's own). Takes `fd` whatever happens: closed on failure.
+/// Returns a new reference, or null with the Python error set.
+pub fn serve(l: *loop_mod.Loop, fd: i32, protocol: *Obj, conns: ?*Obj, from: *const Listener, peer: sockaddr.Lazy, ctx: *Obj) ?*Obj {
+    var peer_name = peer;
+    const t = make(l, fd, protocol, from, ctx) orelse {
+        peer_name.release();
+        sockio.sys.close(fd);
+        return null;
+    };
+    // The transport owns the fd from here.
+    const in = t.inner.?;
+    in.lazy.peer = peer_name;
+    if (conns) |s| server.attach(s, t);
+    if (from.nodelay) sockio.setTcpNodelay(fd);
+    if (queueStep(t)) return py.obj(t);
+    // Out of memory for the ready queue: the connection ends here.
+    py.clear(&in.start_cb);
+    py.clear(&in.start_ctx);
+    const ok = letGo(t);
+    std.debug.assert(ok or c.PyErr_Occurred() != null);
+    py.decref(py.obj(t));
+    return null;
+}
+
+/// `serve`'s transport, set up and holding `fd` (no server yet, nothing
+/// queued), or null (the fd still the caller's).
+fn make(l: *loop_mod.Loop, fd: i32, protocol: *Obj, from: *const Listener, ctx: *Obj) ?*Transport {
+    const cls = classes orelse {
+        _ = py.raise(c.PyExc_RuntimeError, "zloop._net is not installed");
+        return null;
+    };
+    const made = c.PyObject_GetAttr(protocol, names.connection_made) orelse return null;
+    var reads = readsFor(protocol) orelse {
+        py.decref(made);
+        return null;
+    };
+    defer reads.release();
+    const read_ctx: ?*Obj = if (transport_owns_context) null else c.PyContext_Copy(ctx) orelse {
+        py.decref(made);
+        return null;
+    };
+    var local = localName(fd, from) orelse {
+        py.decref(made);
+        py.xdecref(read_ctx);
+        return null;
+    };
+    const raw = py.allocInstance(@ptrCast(cls.transport)) orelse {
+        py.decref(made);
+        py.xdecref(read_ctx);
+        local.release();
+        return null;
+    };
+    const t = py.cast(Transport, raw);
+    const registered = loop_mod.claimFd(l, fd) orelse return unmade(t, made, read_ctx, &local);
+    const in = gpa.create(Inner) catch {
+        _ = c.PyErr_NoMemory();
+        return unmade(t, made, read_ctx, &local);
+    };
+    in.* = .{
+        .owner = t,
+        .w = .{ .fd = fd, .on_ready = shared.onReady, .registered = registered },
+        .lazy = .{
+            .local = local,
+            .family = from.family,
+            .sock_type = from.sock_type,
+            .proto = from.proto,
+            .sock = true,
+            .peername = true,
+            .sockname = true,
+            .socket = true,
+        },
+        .start_cb = made,
+        .start_ctx = py.newref(ctx),
+        .context = read_ctx orelse py.newref(ctx),
+        .context_fixed = transport_owns_context,
+    };
+    l.reactor.attach(&in.w) catch |err| {
+        in.lazy.local = .none;
+        in.start_cb = null;
+        py.decref(in.start_ctx.?);
+        py.decref(in.context.?);
+        gpa.destroy(in);
+        _ = loop_mod.attachFailed(err);
+        return unmade(t, made, read_ctx, &local);
+    };
+    reads.mode.apply(in);
+    in.attached = true;
+    t.inner = in;
+    t.loop = py.newref(py.obj(l));
+    t.protocol = py.newref(protocol);
+    t.protocol_connected = true;
+    py.incref(py.obj(t)); // the reactor's reference, dropped by leave()
+    return t;
+}
+
+fn unmade(t: *Transport, made: *Obj, read_ctx: ?*Obj, local: *sockaddr.Lazy) ?*Transport {
+    py.decref(made);
+    py.xdecref(read_ctx);
+    local.release();
+    py.decref(py.obj(t));
+    return null;
+}
+
+/// The connection's `sockname`: its listener's, or what getsockname says.
+fn localName(fd: i32, from: *const Listener) ?sockaddr.Lazy {
+    if (from.sockname) |shared_name| return .{ .made = py.newref(shared_name) };
+    // A failure: as asyncio's `sock.getsockname()` failing in the
+    // constructor.
+    const addr = sockio.sockName(fd) orelse return .none;
+    return sockaddr.Lazy.of(&addr.storage, addr.len);
+}
+
+/// The read mode `_net._reads(protocol)` gives, with the reference to a
+/// fixed buffer `release` lets go of.
+const Reads = struct {
+    mode: ReadMode,
+
+    fn release(r: *Reads) void {
+        if (r.mode.fixed_buffer) |b| py.decref(b);
+    }
+};
+
+fn readsFor(protocol: *Obj) ?Reads {
+    const cls = classes.?;
+    if (py.obj(c.Py_TYPE(protocol)) == cls.ssl_protocol) {
+        const hint = c.PyLong_FromLong(-1) orelse return null;
+        defer py.decref(hint);
+        const buf = py.callMethod(protocol, common.get_buffer, .{hint}) orelse return null;
+        const mode = ReadMode.parse(buf) orelse {
+            py.decref(buf);
+            return null;
+        };
+        return .{ .mode = mode };
+    }
+    const buffered = c.PyObject_IsInstance(protocol, cls.buffered_protocol);
+    if (buffered < 0) return null;
+    return .{ .mode = .{ .buffered = buffered == 1, .fixed_buffer = null } };
+}
+
+/// Queues the transport's next step (`runStep`); false with MemoryError.
+fn queueStep(t: *Transport) bool {
+    const in = t.inner.?;
+    object.loopOf(t).reactor.callSoon(&in.step) catch {
+        _ = c.PyErr_NoMemory();
+        return false;
+    };
+    py.incref(py.obj(t)); // the queue's reference
+    return true;
+}
+
+/// The transport's step in the ready queue: its start (connection_made,
+/// then reading), or its end (`_call_connection_lost`). The start is
+/// queued first and only once, so while `start_cb` is set this entry is it.
+fn runStep(cb: *core.Callback) core.RunError!void {
+    const in: *Inner = @fieldParentPtr("step", cb);
+    const t = in.owner;
+    defer py.decref(py.obj(t)); // the queue's reference
+    if (in.start_cb != null) return begin(t);
+    return end(t);
+}
+
+fn dropStep(cb: *core.Callback) void {
+    const in: *Inner = @fieldParentPtr("step", cb);
+    if (in.start_cb != null) {
+        py.clear(&in.start_cb);
+        py.clear(&in.start_ctx);
+    } else {
+        py.clear(&in.lost_exc);
+        py.clear(&in.lost_ctx);
+    }
+    py.decref(py.obj(in.owner));
+}
+
+/// asyncio's two handles `protocol.connection_made(transport)` and
+/// `transport._add_reader(...)`, run back to back (nothing can come
+/// between them in asyncio's queue either).
+fn begin(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    const cb = in.start_cb.?;
+    const ctx = in.start_ctx.?;
+    in.start_cb = null;
+    in.start_ctx = null;
+    defer py.decref(cb);
+    defer py.decref(ctx);
+    try callIn(t, ctx, cb, py.obj(t));
+    // Only once connection_made ran may data arrive; `in.context` is the
+    // reading context already.
+    in.started = true;
+    updateInterest(t);
+}
+
+/// asyncio's `_call_connection_lost(exc)` handle.
+fn end(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
+    const exc = in.lost_exc.?;
+    const ctx = in.lost_ctx.?;
+    in.lost_exc = null;
+    in.lost_ctx = null;
+    defer py.decref(exc);
+    defer py.decref(ctx);
+    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
+    const ok = callConnectionLost(t, exc);
+    const failed = if (ok) null else py.fetchException();
+    if (c.PyContext_Exit(ctx) < 0) {
+        py.xdecref(failed);
+        return pendingToRun(t);
+    }
+    const pending = failed orelse return;
+    const m = c.PyObject_GetAttr(py.obj(t), common.call_connection_lost) orelse {
+        py.decref(pending);
+        return pendingToRun(t);
+    };
+    defer py.decref(m);
+    return reportStep(t, ctx, m, exc, pending);
+}
+
+/// `cb(arg)` in `ctx`, as a Handle runs it (see `reportStep`).
+fn callIn(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj) core.RunError!void {
+    if (c.PyContext_Enter(ctx) < 0) return pendingToRun(t);
+    const r = c.PyObject_CallOneArg(cb, arg);
+    const failed = if (r) |o| blk: {
+        py.decref(o);
+        break :blk null;
+    } else py.fetchException();
+    if (c.PyContext_Exit(ctx) < 0) {
+        py.xdecref(failed);
+        return pendingToRun(t);
+    }
+    return reportStep(t, ctx, cb, arg, failed orelse return);
+}
+
+/// The exception `failed` (consumed) of `cb(arg)` run in `ctx`, reported
+/// as a Handle's run reports it, once out of the context: to the loop's
+/// exception handler in a Handle's words (the Handle is made only now);
+/// KeyboardInterrupt and SystemExit abort the loop.
+fn reportStep(t: *Transport, ctx: *Obj, cb: *Obj, arg: *Obj, failed: *Obj) core.RunError!void {
+    py.restoreException(failed);
+    if (py.pendingIsFatal()) return error.Aborted;
+    const exc = py.fetchException() orelse return;
+    defer py.decref(exc);
+    const h = handle.create(&handle.HandleType, .once, t.loop.?, cb, &.{arg}, ctx) orelse
+        return pendingToRun(t);
+    defer py.decref(py.obj(h));
+    const r = py.callMethod(t.loop.?, state.get().str_report, .{ py.obj(h), exc });
+    if (r) |o| py.decref(o) else try pendingToRun(t);
+}
+
+/// `_call_connection_lost(exc)`: connection_lost (while the protocol is
+/// connected) and, whatever it does, the transport lets go of the reactor,
+/// its socket, its protocol, its loop and the server's count, as asyncio's.
+fn callConnectionLostMethod(self: ?*Obj, exc: ?*Obj) callconv(.c) ?*Obj {
+    if (!callConnectionLost(py.cast(Transport, self.?), exc.?)) return null;
+    return py.newref(py.none());
+}
+
+fn callConnectionLost(t: *Transport, exc: *Obj) bool {
+    py.incref(py.obj(t));
+    defer py.decref(py.obj(t));
+    var ok = failSendfile(t, exc);
+    if (ok and t.protocol_connected) {
+        if (t.protocol) |p| ok = succeeded(py.callMethod(p, names.connection_lost, .{exc}));
+    }
+    const failed = if (ok) null else py.fetchException();
+    const let_go = letGo(t);
+    const pending = failed orelse return let_go;
+    // connection_lost's error wins; one from the teardown is printed.
+    if (!let_go) c.PyErr_WriteUnraisable(py.obj(t));
+    py.restoreException(pending);
+    return false;
+}
+
+/// The sendfile in progress fails with the connection (as asyncio's
+/// empty waiter).
+fn failSendfile(t: *Transport, exc: *Obj) bool {
+    const fut = t.sendfile_fut orelse return true;
+    return succeeded(py.callMethod(py.obj(t), names.sendfile_lost, .{ fut, exc }));
+}
+
+/// The teardown after connection_lost: the reactor, the socket (so the fd
+/// number can be reused only after the reactor forgot it), the protocol,
+/// the loop, the server's count. False with the first error set.
+fn letGo(t: *Transport) bool {
+    leave(t);
+    var ok = closeSocket(t);
+    const failed = if (ok) null else py.fetchException();
+    if (t.inner) |in| (ReadMode{ .buffered = false, .fixed_buffer = null }).apply(in);
+    py.clear(&t.protocol);
+    t.protocol = py.newref(py.none());
+    t.lost = true;
+    ok = server.detach(t);
+    const pending = failed orelse return ok;
+    if (!ok) c.PyErr_WriteUnraisable(py.obj(t));
+    py.restoreException(pending);
+    return false;
+}
+
+/// Closes the socket: `sock.close()`, or the fd itself while no socket
+/// object was made for it.
+fn closeSocket(t: *Transport) bool {
+    if (t.sock) |s| {
+        t.sock = null;
+        defer py.decref(s);
+        return succeeded(py.callMethod(s, names.close, .{}));
+    }
+    const in = t.inner orelse return true;
+    if (!in.lazy.sock) return true;
+    in.lazy.sock = false;
+    sockio.sys.close(in.w.fd);
+    return true;
+}
+
+/// `_close_socket()`: the finalizer's close of an unclosed transport's
+/// socket (see `finalize`).
+fn closeSocketMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    if (!closeSocket(py.cast(Transport, self.?))) return null;
+    return py.newref(py.none());
+}
+
+/// The socket object, made now for a served connection (it then owns the
+/// fd); null with an exception set.
+fn socketObject(t: *Transport) ?*Obj {
+    if (t.sock) |s| return py.newref(s);
+    const in = t.inner orelse return py.newref(py.none());
+    if (t.lost or !in.lazy.sock) return py.newref(py.none());
+    const z = &in.lazy;
+    const s = newSocket(z.family, z.sock_type, z.proto, in.w.fd) orelse return null;
+    z.sock = false;
+    t.sock = s;
+    return py.newref(s);
+}
+
+/// `socket.socket(family, type, proto, fd)`; fd < 0: a socket of that
+/// kind made and closed at once (what a lost connection's `socket` extra
+/// shows on asyncio: `fd=-1`).
+fn newSocket(family: u16, sock_type: i32, proto: i32, fd: i32) ?*Obj {
+    const cls = classes.?;
+    const family_obj = c.PyLong_FromLong(family) orelse return null;
+    defer py.decref(family_obj);
+    const type_obj = c.PyLong_FromLong(sock_type) orelse return null;
+    defer py.decref(type_obj);
+    const proto_obj = c.PyLong_FromLong(proto) orelse return null;
+    defer py.decref(proto_obj);
+    if (fd < 0) {
+        const s = py.call(cls.socket, .{ family_obj, type_obj, proto_obj }) orelse return null;
+        if (succeeded(py.callMethod(s, names.close, .{}))) return s;
+        py.decref(s);
+        return null;
+    }
+    const fd_obj = c.PyLong_FromLong(fd) orelse return null;
+    defer py.decref(fd_obj);
+    return py.call(cls.socket, .{ family_obj, type_obj, proto_obj, fd_obj });
+}
+
+/// The `extra` entries a served connection makes on first use.
+const Entry = enum { peername, sockname, socket };
+
+/// A lazy `extra` entry, made.
+fn lazyEntry(t: *Transport, which: Entry) ?*Obj {
+    const z = &t.inner.?.lazy;
+    switch (which) {
+        .peername => return z.peer.object(),
+        .sockname => return z.local.object(),
+        .socket => {
+            const s = if (t.lost and t.sock == null)
+                newSocket(z.family, z.sock_type, z.proto, -1)
+            else
+                socketObject(t);
+            const sock = s orelse return null;
+            defer py.decref(sock);
+            return py.call(classes.?.transport_socket, .{sock});
+        },
+    }
+}
+
+/// Makes the lazy `extra` entries `name` asks for (all of them for a name
+/// that is a str subclass), into `t.extra`; false with an exception set.
+fn makeExtra(t: *Transport, name: ?*Obj) bool {
+    const z = &(t.inner orelse return true).lazy;
+    if (!z.pending()) return true;
+    const all = name == null or (c.PyUnicode_Check(name.?) != 0 and c.PyUnicode_CheckExact(name.?) == 0);
+    // In asyncio's order: the server's peername, then the transport's own.
+    inline for (.{ "peername", "socket", "sockname" }) |key| {
+        const key_obj = @field(names, key);
+        const wanted = all or (name.? == key_obj or
+            (c.PyUnicode_CheckExact(name.?) != 0 and c.PyUnicode_Compare(name.?, key_obj) == 0));
+        if (wanted and @field(z, key)) {
+            const value = lazyEntry(t, @field(Entry, key)) orelse return false;
+            defer py.decref(value);
+            if (t.extra == null) t.extra = c.PyDict_New() orelse return false;
+            if (c.PyObject_SetItem(t.extra.?, key_obj, value) < 0) return false;
+            @field(z, key) = false;
+        }
+    }
+    return true;
+}
+
+// ------------------------------------------------ attributes of asyncio's
+
+/// `get_extra_info(name, default=None)`: asyncio's `self._extra.get(name,
+/// default)`, a served connection's entries made on first use. The
+/// socket goes out after what earlier write() calls held back (see
+/// `Cork`): whoever sends on it directly comes after them.
+fn getExtraInfo(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    var a: [2]?*Obj = undefined;
+    if (kwnames == null and nargs >= 1 and nargs <= 2) {
+        a = .{ args[0], if (nargs == 2) args[1] else null };
+    } else if (!py.bindArgs("get_extra_info", &.{ names.name, names.default }, 1, args, nargs, kwnames, &a)) {
+        return null;
+    }
+    const name = a[0].?;
+    const default = a[1] orelse py.none();
+    if (name == names.socket or (c.PyUnicode_Check(name) != 0 and c.PyUnicode_Compare(name, names.socket) == 0)) {
+        if (!uncork(t)) return null;
+    }
+    if (c.PyUnicode_Check(name) != 0 and !makeExtra(t, name)) return null;
+    const extra = t.extra orelse {
+        // An empty dict's get(): an unhashable name still raises.
+        if (c.PyObject_Hash(name) == -1) return null;
+        return py.newref(default);
+    };
+    if (c.PyDict_CheckExact(extra) != 0) {
+        const v = c.PyDict_GetItemWithError(extra, name) orelse {
+            if (c.PyErr_Occurred() != null) return null;
+            return py.newref(default);
+        };
+        return py.newref(v);
+    }
+    return py.callMethod(extra, names.get, .{ name, default });
+}
+
+/// `_extra`: every entry made (see `Lazy`); the dict made if none is.
+fn getExtra(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (!makeExtra(t, null)) return null;
+    if (t.extra == null) t.extra = c.PyDict_New() orelse return null;
+    return py.newref(t.extra.?);
+}
+
+fn setExtra(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const t = py.cast(Transport, self.?);
+    const v = value orelse {
+        _ = py.raise(c.PyExc_AttributeError, "cannot delete _extra");
+        return -1;
+    };
+    const old = t.extra;
+    t.extra = py.newref(v);
+    py.xdecref(old);
+    // Replaced: the entries not made yet are gone with the old dict.
+    if (t.inner) |in| {
+        in.lazy.peername = false;
+        in.lazy.sockname = false;
+        in.lazy.socket = false;
+    }
+    return 0;
+}
+
+/// `_sock`: the socket (made now for a served connection); None once the
+/// connection is lost.
+fn getSock(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return socketObject(py.cast(Transport, self.?));
+}
+
+fn setSock(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    return setOptional(&py.cast(Transport, self.?).sock, value);
+}
+
+/// A setter's `value` into `field`: None (or a delete) makes it null.
+fn setOptional(field: *?*Obj, value: ?*Obj) c_int {
+    const old = field.*;
+    field.* = if (value == null or py.isNone(value)) null else py.newref(value.?);
+    py.xdecref(old);
+    return 0;
+}
+
+/// `_loop`: None once the connection is lost, as asyncio's.
+fn getLoopAttr(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    if (t.lost) return py.newref(py.none());
+    return py.newref(t.loop orelse py.none());
+}
+
+fn getSendfileFut(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.newref(py.cast(Transport, self.?).sendfile_fut orelse py.none());
+}
+
+fn setSendfileFut(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    return setOptional(&py.cast(Transport, self.?).sendfile_fut, value);
+}
+
+fn getProtocolConnected(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    return py.boolean(py.cast(Transport, self.?).protocol_connected);
+}
+
+fn setProtocolConnected(self: ?*Obj, value: ?*Obj, _: ?*anyopaque) callconv(.c) c_int {
+    const v = c.PyObject_IsTrue(value orelse py.none());
+    if (v < 0) return -1;
+    py.cast(Transport, self.?).protocol_connected = v == 1;
+    return 0;
+}
+
+/// `_closed`: the connection is lost and the socket closed (what repr()
+/// calls "closed", asyncio's `_sock is None`).
+fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    return py.boolean(t.lost or (t.sock == null and !(if (t.inner) |in| in.lazy.sock else false)));
+}
+
+/// As `_SocketOwner.__del__` was: a transport collected with its socket
+/// open warns (ResourceWarning, through `_warn_unclosed`) and closes it.
+pub fn finalize(self: ?*Obj) callconv(.c) void {
+    const t = py.cast(Transport, self.?);
+    const lazy_open = if (t.inner) |in| in.lazy.sock else false;
+    if (t.lost or (t.sock == null and !lazy_open)) return;
+    const saved = py.fetchException();
+    const r = py.callMethod(self.?, names.warn_unclosed, .{});
+    if (r) |o| py.decref(o) else c.PyErr_WriteUnraisable(self.?);
+    if (saved) |e| py.restoreException(e);
+}
 
 /// `_set_context(ctx)`: the context every read-side callback runs in from
 /// now on, whoever resumes reading (3.15's transports keep their own).
@@ -1065,7 +1884,7 @@ fn writeUnsendable(t: *Transport, d: *Obj) ?*Obj {
         if (n == 0) return py.newref(py.none());
         return writeAfterLost(t);
     }
-    fatal(t, exc, messages.msg_write) catch return null;
+    fatal(t, exc, names.msg_write) catch return null;
     if (c.PyErr_Occurred() != null) return null;
     return py.newref(py.none());
 }
@@ -1224,7 +2043,7 @@ fn viewBytes(view: *const c.Py_buffer) []const u8 {
 /// A send from write()/writelines() failed: a fatal write error (reported
 /// through `_fatal_error`), not an exception out of the call, as asyncio.
 fn writeFailed(t: *Transport, errno: u16) ?*Obj {
-    fatalErrno(t, errno, messages.msg_write) catch return null;
+    fatalErrno(t, errno, names.msg_write) catch return null;
     if (c.PyErr_Occurred() != null) return null;
     return py.newref(py.none());
 }
@@ -1578,10 +2397,25 @@ fn uncorkMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
 
 // ------------------------------------------------------------ the object
 
+/// The object's own references besides `transport_object`'s, for the
+/// collector.
+pub fn visitObject(t: *Transport, visit: c.visitproc, arg: ?*anyopaque) c_int {
+    inline for (.{ t.sock, t.conns, t.sendfile_fut }) |m| if (m) |o| {
+        const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    return 0;
+}
+
 /// Its own references besides `transport_object`'s, for the collector.
 pub fn visitInner(in: *Inner, visit: c.visitproc, arg: ?*anyopaque) c_int {
-    inline for (.{ in.sendfile_writer, in.fixed_buffer }) |m| if (m) |o| {
+    const held = .{ in.sendfile_writer, in.fixed_buffer, in.start_cb, in.start_ctx, in.lost_exc, in.lost_ctx };
+    inline for (held) |m| if (m) |o| {
         const rc = visit.?(o, arg);
+        if (rc != 0) return rc;
+    };
+    inline for (.{ in.lazy.peer, in.lazy.local }) |name| if (name == .made) {
+        const rc = visit.?(name.made, arg);
         if (rc != 0) return rc;
     };
     // The queued `bytes` cannot be part of a cycle (bytes are not tracked),
@@ -1597,23 +2431,44 @@ pub fn visitInner(in: *Inner, visit: c.visitproc, arg: ?*anyopaque) c_int {
     return 0;
 }
 
+/// tp_clear's part of the object's own fields. `sock` stays: it owns the
+/// fd, which the finalizer (run before a collection clears anything) has
+/// closed if it was open.
+pub fn clearObject(t: *Transport) void {
+    py.clear(&t.sendfile_fut);
+    server.unlink(t);
+}
+
 /// tp_clear's part of `Inner`.
 pub fn clearInner(in: *Inner) void {
     py.clear(&in.sendfile_writer);
     py.clear(&in.fixed_buffer);
     dropWrites(in);
+    in.lazy.release();
 }
 
 /// Lets go of what `in` holds but `transport_object`'s fields, before it
-/// is freed (dealloc, or a `_setup` that failed to register).
+/// is freed (dealloc, or a `_setup` that failed to register). Each queued
+/// step holds a reference to the transport, so none is queued.
 pub fn freeInner(t: *Transport, in: *Inner) void {
-    py.clear(&in.sendfile_writer);
-    py.clear(&in.fixed_buffer);
+    // A served connection's fd with no socket object: the finalizer
+    // closed it if it ran (a subclass's dealloc runs it); else here.
+    if (in.lazy.sock and !t.lost) sockio.sys.close(in.w.fd);
+    in.lazy.release();
+    const owned = .{ "sendfile_writer", "fixed_buffer", "start_cb", "start_ctx", "lost_exc", "lost_ctx" };
+    inline for (owned) |f| py.clear(&@field(in, f));
     in.wq.releaseAll();
     std.debug.assert(!in.flush.queued);
     in.cork.release();
     if (t.loop) |lo| releaseRx(in, py.cast(loop_mod.Loop, lo));
-    in.rx.deinit(gpa);
+    in.rx.clear();
+}
+
+/// dealloc's part of the object's own fields (before `Inner` is freed).
+pub fn freeObject(t: *Transport) void {
+    server.unlink(t);
+    py.clear(&t.sock);
+    py.clear(&t.sendfile_fut);
 }
 
 /// Drops what waits to be sent (abort, `_force_close`, tp_clear).
@@ -1635,23 +2490,45 @@ pub var methods = object.methodTable("data_received", &.{
     py.methodFast("_set_protocol", setProtocolNative, null),
     py.methodO("_set_context", setContext, null),
     py.methodNoArgs("_detach", detach, null),
+    py.methodFast("get_extra_info", getExtraInfo, "get_extra_info($self, name, default=None)\n--\n\nGet optional transport information."),
+    py.methodO("_call_connection_lost", callConnectionLostMethod, null),
+    py.methodNoArgs("_close_socket", closeSocketMethod, null),
     py.methodO("_sendfile_begin", sendfileBegin, null),
     py.methodNoArgs("_sendfile_end", sendfileEnd, null),
     py.methodNoArgs("_uncork", uncorkMethod, null),
 });
 
+/// Besides `_paused`, the attributes asyncio's transports keep in their
+/// `__dict__`, native here (a served connection makes some on first use).
 pub var getsets = object.getsetTable(&.{
     py.getset("_paused", getPaused, null),
+    py.getset("_extra", getExtra, setExtra),
+    py.getset("_sock", getSock, setSock),
+    py.getset("_loop", getLoopAttr, null),
+    py.getset("_sendfile_fut", getSendfileFut, setSendfileFut),
+    py.getset("_protocol_connected", getProtocolConnected, setProtocolConnected),
+    py.getset("_closed", getClosed, null),
 });
 
 pub fn initNames() void {
-    messages = .{
+    names = .{
         .msg_read = py.intern("Fatal read error on socket transport"),
         .msg_write = py.intern("Fatal write error on socket transport"),
         .msg_data = py.intern("Fatal error: protocol.data_received() call failed."),
         .msg_eof = py.intern("Fatal error: protocol.eof_received() call failed."),
         .msg_get_buffer = py.intern("Fatal error: protocol.get_buffer() call failed."),
         .msg_buffer_updated = py.intern("Fatal error: protocol.buffer_updated() call failed."),
+        .connection_made = py.intern("connection_made"),
+        .connection_lost = py.intern("connection_lost"),
+        .close = py.intern("close"),
+        .get = py.intern("get"),
+        .name = py.intern("name"),
+        .default = py.intern("default"),
+        .peername = py.intern("peername"),
+        .sockname = py.intern("sockname"),
+        .socket = py.intern("socket"),
+        .sendfile_lost = py.intern("_sendfile_lost"),
+        .warn_unclosed = py.intern("_warn_unclosed"),
         .msg_gone = py.intern("Fatal error on socket transport: its socket was closed"),
     };
 }

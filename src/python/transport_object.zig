@@ -7,9 +7,10 @@
 //!
 //! Each file instantiates `Object(@This())`. Besides what
 //! transport_methods.zig asks of it, the file provides `Transport`
-//! (`Layout(Inner)`), `Inner` with `conn_lost`, `protocol_paused`,
-//! `attached`, and `context`, `sock_owner` and `limits` (owned, or null),
-//! and:
+//! (`Layout(Inner)`, or an extern struct that starts with its fields and
+//! adds its own: checked below), `Inner` with `conn_lost`,
+//! `protocol_paused`, `attached`, and `context`, `sock_owner` and `limits`
+//! (owned, or null), and:
 //!   `dispatch(t, ev)`        the readiness work, in the protocol's context
 //!   `dispatchFailed(t)`      a Python error under it that must be reported
 //!   `dropWrites(in)`         drops what waits to be sent (abort, errors)
@@ -18,15 +19,22 @@
 //!                            above are this file's)
 //!   `methods`, `getsets`     the type's tables (`methodTable`, `getsetTable`)
 //!   `initNames()`            interns the texts of its own errors
+//! and, where it has them:
+//!   `visitObject(t, visit, arg) c_int`, `clearObject(t)`, `freeObject(t)`
+//!                            the references in its own fields of `Transport`
+//!   `finalize(self)`         the type's tp_finalize
+//!   `queueConnectionLost(t, exc, own) bool`
+//!                            connection_lost queued natively, outside debug
+//!                            mode (see `scheduleConnectionLost`)
 const std = @import("std");
 const core = @import("core");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
+const transport_methods = @import("transport_methods.zig");
 const loop_mod = @import("loop.zig");
 const sockio = @import("sockio.zig");
 const state = @import("state.zig");
-const transport_methods = @import("transport_methods.zig");
 
 const gpa = std.heap.c_allocator;
 
@@ -106,12 +114,25 @@ pub const Target = struct {
 pub fn Object(comptime M: type) type {
     const Transport = M.Transport;
     const Inner = M.Inner;
+    comptime {
+        // A file's own `Transport` starts as `Layout(Inner)` does.
+        const Base = Layout(Inner);
+        const info = @typeInfo(Base).@"struct";
+        for (info.field_names, info.field_types) |name, T| {
+            if (@offsetOf(Transport, name) != @offsetOf(Base, name) or @FieldType(Transport, name) != T) {
+                @compileError("Transport does not start as transport_object.Layout: " ++ name);
+            }
+        }
+    }
     return struct {
         /// The transport methods both share (transport_methods.zig).
         pub const methods = transport_methods.Methods(M);
 
         pub var type_obj: ?*c.PyTypeObject = null;
         var spec: c.PyType_Spec = undefined;
+        const finalize_slot = if (@hasDecl(M, "finalize")) [_]c.PyType_Slot{
+            .{ .slot = c.Py_tp_finalize, .pfunc = @ptrCast(@constCast(&M.finalize)) },
+        } else [0]c.PyType_Slot{};
         var slots = [_]c.PyType_Slot{
             .{ .slot = c.Py_tp_doc, .pfunc = null }, // set by `init`
             .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
@@ -120,6 +141,7 @@ pub fn Object(comptime M: type) type {
             .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
             .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&M.methods) },
             .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&M.getsets) },
+        } ++ finalize_slot ++ [_]c.PyType_Slot{
             .{ .slot = 0, .pfunc = null },
         };
 
@@ -262,11 +284,22 @@ pub fn Object(comptime M: type) type {
 
         /// `loop.call_soon(self._call_connection_lost, exc)`, with
         /// `context=` the transport's own where it keeps one for its whole
-        /// life (a stream transport's `context_fixed`).
+        /// life (a stream transport's `context_fixed`). A file with
+        /// `queueConnectionLost` queues it itself outside debug mode (where
+        /// a Handle is timed and named in reports), passing that context
+        /// or null.
         pub fn scheduleConnectionLost(t: *Transport, exc: *Obj) bool {
+            const own = if (@hasField(Inner, "context_fixed")) fixedContext(t) else null;
+            if (@hasDecl(M, "queueConnectionLost")) {
+                const l = loopOf(t);
+                if (l.closed) {
+                    _ = py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+                    return false;
+                }
+                if (!l.debug) return M.queueConnectionLost(t, exc, own);
+            }
             const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
             defer py.decref(m);
-            const own = if (@hasField(Inner, "context_fixed")) fixedContext(t) else null;
             const ctx = own orelse return consumed(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
             // Slot 0 is scratch for PY_VECTORCALL_ARGUMENTS_OFFSET, as in
             // py.callMethod.
@@ -383,6 +416,10 @@ pub fn Object(comptime M: type) type {
                 const rc = visit.?(o, arg);
                 if (rc != 0) return rc;
             };
+            if (@hasDecl(M, "visitObject")) {
+                const rc = M.visitObject(t, visit, arg);
+                if (rc != 0) return rc;
+            }
             const in = t.inner orelse return 0;
             inline for (.{ in.context, in.sock_owner, in.limits }) |m| if (m) |o| {
                 const rc = visit.?(o, arg);
@@ -395,6 +432,7 @@ pub fn Object(comptime M: type) type {
             const t = py.cast(Transport, self.?);
             py.clear(&t.extra);
             py.clear(&t.protocol);
+            if (@hasDecl(M, "clearObject")) M.clearObject(t);
             if (t.inner) |in| {
                 py.clear(&in.context);
                 py.clear(&in.limits);
@@ -406,6 +444,7 @@ pub fn Object(comptime M: type) type {
         fn dealloc(self: ?*Obj) callconv(.c) void {
             const t = py.cast(Transport, self.?);
             c.PyObject_GC_UnTrack(self);
+            if (@hasDecl(M, "freeObject")) M.freeObject(t);
             if (t.inner) |in| {
                 // An attached transport holds a reference to itself.
                 std.debug.assert(!in.attached);

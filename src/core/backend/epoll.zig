@@ -79,7 +79,13 @@ pub const Backend = struct {
     pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
         const want = @min(out.len, max_events);
         const n = try sys.epoll_wait(b.epfd, b.buf[0..want], timeout_ms);
-        for (b.buf[0..n], out[0..n]) |ev, *o| {
+        toEvents(b.buf[0..n], out[0..n]);
+        return n;
+    }
+
+    /// The events epoll wrote (`raw`), as the reactor's.
+    pub fn toEvents(raw: []const linux.epoll_event, out: []api.Event) void {
+        for (raw, out) |ev, *o| {
             const err_bits = linux.EPOLL.ERR | linux.EPOLL.HUP;
             o.* = .{
                 .fd = ev.data.fd,
@@ -89,7 +95,6 @@ pub const Backend = struct {
                 .writable = ev.events & (linux.EPOLL.OUT | err_bits) != 0,
             };
         }
-        return n;
     }
 };
 

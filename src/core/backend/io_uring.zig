@@ -54,8 +54,11 @@
 //! open (its peer never sees the close) and its poll would later report
 //! for the fd number, by then perhaps another socket's. Such fds go to an
 //! epoll instance the backend keeps (`ep`), which forgets a closed file as
-//! the epoll backend does, and the ring polls the epoll fd itself: one
-//! `epoll_wait(0)` more on a pass where a borrowed fd is ready.
+//! the epoll backend does, and the ring waits on the epoll fd itself with
+//! IORING_OP_EPOLL_WAIT (Linux 6.15), whose completion carries the ready
+//! borrowed fds: a wait on them costs the syscalls epoll's would. Before
+//! 6.15 the ring polls the epoll fd instead, and a pass where a borrowed
+//! fd is ready makes one `epoll_wait(0)` more.
 //!
 //! Multishot receives need Linux 6.0 and provided-buffer rings 5.19: on an
 //! older kernel the ring registration fails (no native receives at all) or
@@ -191,8 +194,18 @@ pub const Backend = struct {
     ep: epoll.Backend,
     /// Some borrowed fd was registered with `ep`: its fd is polled.
     ep_used: bool = false,
-    /// The poll of `ep`'s fd is queued or in the kernel.
+    /// The wait on `ep` is queued or in the kernel.
     ep_armed: bool = false,
+    /// `ep` is waited on by IORING_OP_EPOLL_WAIT, into `ep.buf`; false
+    /// once the kernel refused it (before 6.15): a POLL_ADD of its fd then,
+    /// and an `epoll_wait(0)` after it.
+    ep_wait_op: bool = true,
+    /// Events an EPOLL_WAIT brought that the pass's output had no room
+    /// for: `ep.buf[ep_held..ep_held_end]`, given out first by the next
+    /// poll (no new wait on `ep` is armed meanwhile, so the kernel does not
+    /// write over them).
+    ep_held: usize = 0,
+    ep_held_end: usize = 0,
 
     const max_events = 256;
     const ring_entries = 512;
@@ -418,23 +431,25 @@ pub const Backend = struct {
     /// Waits up to `timeout_ms` (-1: forever) and returns the ready events.
     pub fn poll(b: *Backend, timeout_ms: i32, out: []api.Event) sys.Error!usize {
         const want = @min(out.len, max_events);
+        // Borrowed fds' events held over from the last pass come first,
+        // and the pass does not block while any are left.
+        var n: usize = 0;
+        if (b.ep_held_end != 0) n = b.giveHeld(out[0..want]);
         try b.armListed();
         try b.armEpoll();
-        const waited = try b.enter(timeout_ms);
-        const got = b.ring.copy_cqes(b.cqes[0..want], 0) catch return error.Unexpected;
-        var n: usize = 0;
+        const waited = try b.enter(if (n > 0 or b.ep_held_end != 0) 0 else timeout_ms);
+        const got = b.ring.copy_cqes(b.cqes[0 .. want - n], 0) catch return error.Unexpected;
         for (b.cqes[0..got], 0..) |cqe, i| {
             const ud: UserData = @bitCast(cqe.user_data);
             if (ud.kind == .epoll) {
-                b.ep_armed = false;
                 // The borrowed fds' events go where `ep`'s completion
                 // came, in the order the kernel saw readiness (a
                 // connection whose data came first is served first, as
                 // epoll would), leaving room for the completions after
-                // it. What does not fit stays ready in `ep`, whose
-                // re-armed poll completes at once on the next pass.
-                const room_end = want - (got - i - 1);
-                if (n < room_end) n += try b.ep.poll(0, out[n..room_end]);
+                // it. What does not fit waits: in `ep` when polled (its
+                // re-armed poll completes at once on the next pass), held
+                // when EPOLL_WAIT took it.
+                n += try b.epollCompleted(cqe.res, out[n .. want - (got - i - 1)]);
             } else if (try b.complete(cqe)) |ev| {
                 out[n] = ev;
                 n += 1;
@@ -447,14 +462,62 @@ pub const Backend = struct {
         return n;
     }
 
-    /// Queues the poll of `ep`'s fd, if borrowed fds use it and none is
-    /// armed: one-shot, re-armed after each completion as the others are.
+    /// Queues the wait on `ep`, if borrowed fds use it, none is armed
+    /// and none of its events is held: one-shot, re-armed after each
+    /// completion as the polls are. An EPOLL_WAIT into `ep.buf`, or (see
+    /// `ep_wait_op`) a poll of its fd.
     fn armEpoll(b: *Backend) sys.Error!void {
-        if (!b.ep_used or b.ep_armed) return;
+        if (!b.ep_used or b.ep_armed or b.ep_held_end != 0) return;
         const sqe = try b.getSqe();
-        sqe.prep_poll_add(b.ep.epfd, linux.POLL.IN);
+        if (b.ep_wait_op) {
+            sqe.prep_rw(op_epoll_wait, b.ep.epfd, @intFromPtr(&b.ep.buf), b.ep.buf.len, 0);
+        } else {
+            sqe.prep_poll_add(b.ep.epfd, linux.POLL.IN);
+        }
         sqe.user_data = UserData.of(.{ .fd = @intCast(b.ep.epfd), .gen = 0, .kind = .epoll });
         b.ep_armed = true;
+    }
+
+    /// IORING_OP_EPOLL_WAIT (Linux 6.15), after IORING_OP_RECV_ZC, which
+    /// Zig's enum names last.
+    const op_epoll_wait: linux.IORING_OP = @enumFromInt(@intFromEnum(linux.IORING_OP.RECV_ZC) + 1);
+
+    /// The completion (result `res`) of the wait on `ep`: the borrowed
+    /// fds' events it brings, as many as fit in `out`, the rest held.
+    /// Off the hot path (`noinline`): only passes where a borrowed fd is
+    /// ready come here.
+    noinline fn epollCompleted(b: *Backend, res: i32, out: []api.Event) sys.Error!usize {
+        b.ep_armed = false;
+        if (b.ep_wait_op) {
+            if (res > 0) {
+                b.ep_held = 0;
+                b.ep_held_end = @intCast(res);
+                return b.giveHeld(out);
+            }
+            if (res == 0) return 0;
+            switch (@as(linux.E, @enumFromInt(-res))) {
+                // The op is unknown (before 6.15): poll `ep`'s fd from
+                // now on, and now.
+                .INVAL, .OPNOTSUPP => b.ep_wait_op = false,
+                // Interrupted or cancelled: re-armed by the next poll.
+                else => return 0,
+            }
+        }
+        if (out.len == 0) return 0;
+        return b.ep.poll(0, out);
+    }
+
+    /// Gives out the held events of `ep` that fit in `out`.
+    noinline fn giveHeld(b: *Backend, out: []api.Event) usize {
+        const k = @min(out.len, b.ep_held_end - b.ep_held);
+        if (k == 0) return 0;
+        epoll.Backend.toEvents(b.ep.buf[b.ep_held..][0..k], out[0..k]);
+        b.ep_held += k;
+        if (b.ep_held == b.ep_held_end) {
+            b.ep_held = 0;
+            b.ep_held_end = 0;
+        }
+        return k;
     }
 
     /// Submits the queued SQEs and waits. Returns whether it blocked.
@@ -914,6 +977,34 @@ test "io_uring: a borrowed fd closed while watched really closes; its number's n
     try b.setInterest(other[0], .{}, .{ .read = true }, how);
     try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 1000, &out));
     try std.testing.expect(out[0].fd == other[0] and out[0].readable);
+}
+
+test "io_uring: borrowed fds' events that do not fit a pass come in the next ones, each once" {
+    var b = try testBackend();
+    defer b.deinit();
+    var fds: [10]sys.fd_t = undefined;
+    for (&fds) |*fd| fd.* = try sys.eventfd();
+    defer for (fds) |fd| sys.close(fd);
+    for (fds) |fd| try b.setInterest(fd, .{}, .{ .read = true }, .{ .oneshot = true, .borrowed = true });
+    var out: [4]api.Event = undefined;
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
+    var one: u64 = 1;
+    for (fds) |fd| _ = try sys.write(fd, std.mem.asBytes(&one));
+    var seen: [10]bool = @splat(false);
+    var total: usize = 0;
+    var passes: usize = 0;
+    while (total < fds.len and passes < 100) : (passes += 1) {
+        const n = try api.pollRetrying(&b, 1000, &out);
+        for (out[0..n]) |ev| {
+            const i = std.mem.indexOfScalar(sys.fd_t, &fds, ev.fd).?;
+            try std.testing.expect(ev.readable and !seen[i]);
+            seen[i] = true;
+        }
+        total += n;
+    }
+    try std.testing.expectEqual(fds.len, total);
+    // One-shot: nothing more until re-armed.
+    try std.testing.expectEqual(@as(usize, 0), try b.poll(0, &out));
 }
 
 test "io_uring: a poll armed by one thread completes while that thread sleeps" {

@@ -208,6 +208,19 @@ pub fn shutdownWrite(fd: fd_t) Result(void) {
     return result(void, c.shutdown(fd, c.SHUT.WR));
 }
 
+/// getsockname(2): the address socket `fd` is bound to, into `addr`, its
+/// length into `len` (in: the room in `addr`).
+pub fn sockName(fd: fd_t, addr: *sockaddr, len: *socklen_t) Result(void) {
+    return result(void, c.getsockname(fd, addr, len));
+}
+
+/// TCP_NODELAY on TCP socket `fd` (asyncio's `_set_nodelay`); a failure
+/// is ignored, as there.
+pub fn setTcpNodelay(fd: fd_t) void {
+    const on: c_int = 1;
+    _ = c.setsockopt(fd, c.IPPROTO.TCP, c.TCP.NODELAY, &on, @sizeOf(c_int));
+}
+
 /// How many bytes a read of `fd` would get now (FIONREAD).
 pub fn bytesReadable(fd: fd_t) Result(usize) {
     var n: c_int = 0;

@@ -89,6 +89,18 @@ pub fn tcpConnect(port: u16) !fd_t {
     return fd;
 }
 
+/// Whether TCP_NODELAY is on for TCP socket `fd`.
+pub fn tcpNodelay(fd: fd_t) !bool {
+    var on: c_int = 0;
+    var len: c.socklen_t = @sizeOf(c_int);
+    if (use_libc) {
+        _ = try ok(c.getsockopt(fd, c.IPPROTO.TCP, c.TCP.NODELAY, @ptrCast(&on), &len));
+    } else {
+        _ = try ok(linux.getsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NODELAY, @ptrCast(&on), &len));
+    }
+    return on != 0;
+}
+
 var temp_serial: u32 = 0;
 
 /// A temporary file (already unlinked) holding `contents`.
