@@ -3,20 +3,25 @@
 //! `core.IoWatcher` per transport, reads handed to `protocol.data_received`
 //! as `bytes` (or received into a `BufferedProtocol`'s
 //! buffer), writes that try the socket first and buffer only the rest, and
-//! write flow control. The Python subclass `zloop._net._SocketTransport`
-//! adds the cold paths: construction, extra info, repr, `_fatal_error`,
-//! `_call_connection_lost`, protocol switching.
+//! write flow control; `get_extra_info`, `_call_connection_lost` and the
+//! attributes asyncio's transports keep (`_sock`, `_loop`, `_extra`...). The
+//! Python subclass `zloop._net._SocketTransport` adds the cold paths:
+//! construction over a socket object, repr, `_fatal_error`, protocol
+//! switching. A server's connections are made here (`serve`), with no
+//! socket object and no Python call, their extra info made on first use.
 //!
 //! The object, its type (derived from `asyncio.Transport`) and what both
 //! native transports share of it live in `transport_object.zig`.
 //!
 //! Lifecycle (as `selector_events._SelectorSocketTransport`):
 //!   _setup -> (call_soon) connection_made -> (call_soon) _start_reading
+//!   serve -> (one queued step, `runStep`) connection_made, then reading
 //!   close(): stop reading; once the buffer is flushed, connection_lost
-//!   abort()/fatal error: drop the buffer, connection_lost(exc) next pass.
+//!   abort()/fatal error: drop the buffer, connection_lost(exc) next pass
+//!   (queued as the transport's own step; a Handle in debug mode).
 //! While set up, the transport holds a reference to itself on behalf of the
 //! reactor (as asyncio's selector holds its bound `_read_ready`), released
-//! by `_detach` from `_call_connection_lost`.
+//! when `_call_connection_lost` leaves the reactor.
 //!
 //! On io_uring, small reads are native receives (`onRecv`): the kernel
 //! receives into the loop's buffers (recvpool.zig) and the transport hands
