@@ -117,14 +117,20 @@ def test_accepted_socket_is_nonblocking_and_of_the_listeners_kind(loop):
         sock = tr.get_extra_info("socket")
         seen = (sock.family, sock.type, sock.proto, sock.gettimeout())
         flags = fcntl.fcntl(sock.fileno(), fcntl.F_GETFD)
+        # TransportSocket.gettimeout() says 0 whatever the socket's mode; a
+        # dup() takes the socket object's own timeout (macOS, the BSDs and
+        # the portable path make it non-blocking without SOCK_NONBLOCK).
+        with sock.dup() as dup:
+            dup_timeout = dup.gettimeout()
         tr.close()
         client.close()
         await _close_server(server)
-        return seen, flags
+        return seen, flags, dup_timeout
 
-    (family, type_, proto, timeout), fd_flags = loop.run_until_complete(main())
+    (family, type_, proto, timeout), fd_flags, dup_timeout = loop.run_until_complete(main())
     assert (family, type_, proto) == (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     assert timeout == 0.0
+    assert dup_timeout == 0.0
     assert fd_flags & fcntl.FD_CLOEXEC
 
 

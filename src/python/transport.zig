@@ -486,6 +486,8 @@ const Names = struct {
     socket: *Obj,
     sendfile_lost: *Obj,
     warn_unclosed: *Obj,
+    setblocking: *Obj,
+    detach: *Obj,
     msg_gone: *Obj,
 };
 var names: Names = undefined;
@@ -1646,7 +1648,11 @@ fn socketObject(t: *Transport) ?*Obj {
 
 /// `socket.socket(family, type, proto, fd)`; fd < 0: a socket of that
 /// kind made and closed at once (what a lost connection's `socket` extra
-/// shows on asyncio: `fd=-1`).
+/// shows on asyncio: `fd=-1`). Where `type` cannot carry SOCK_NONBLOCK
+/// (`sys.sock_nonblock` is 0: macOS, the BSDs, the portable path),
+/// `setblocking(False)` gives the socket object the timeout 0 the flag
+/// gives it elsewhere (the fd itself is non-blocking already), as
+/// accept.zig's `wrapSocket` does.
 fn newSocket(family: u16, sock_type: i32, proto: i32, fd: i32) ?*Obj {
     const cls = classes.?;
     const family_obj = c.PyLong_FromLong(family) orelse return null;
@@ -1663,7 +1669,14 @@ fn newSocket(family: u16, sock_type: i32, proto: i32, fd: i32) ?*Obj {
     }
     const fd_obj = c.PyLong_FromLong(fd) orelse return null;
     defer py.decref(fd_obj);
-    return py.call(cls.socket, .{ family_obj, type_obj, proto_obj, fd_obj });
+    const s = py.call(cls.socket, .{ family_obj, type_obj, proto_obj, fd_obj }) orelse return null;
+    if (sockio.sys.sock_nonblock != 0) return s;
+    if (succeeded(py.callMethod(s, names.setblocking, .{py.boolean(false)}))) return s;
+    // The socket object owns the fd now: detached first, so that the fd
+    // stays the transport's.
+    if (!succeeded(py.callMethod(s, names.detach, .{}))) c.PyErr_WriteUnraisable(s);
+    py.decref(s);
+    return null;
 }
 
 /// The `extra` entries a served connection makes on first use.
@@ -2534,6 +2547,8 @@ pub fn initNames() void {
         .socket = py.intern("socket"),
         .sendfile_lost = py.intern("_sendfile_lost"),
         .warn_unclosed = py.intern("_warn_unclosed"),
+        .setblocking = py.intern("setblocking"),
+        .detach = py.intern("detach"),
         .msg_gone = py.intern("Fatal error on socket transport: its socket was closed"),
     };
 }
