@@ -471,7 +471,7 @@ _EMFILE_CHILD = textwrap.dedent(
         import zloop
         loop = zloop.new_event_loop()
     calls = []
-    loop.set_exception_handler(lambda lp, ctx: calls.append(ctx))
+    loop.set_exception_handler(lambda lp, ctx: calls.append(dict(ctx, at=lp.time())))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
@@ -503,6 +503,10 @@ _EMFILE_CHILD = textwrap.dedent(
         # Backing off, not spinning: nothing more to report a while later.
         await asyncio.sleep(0.3)
         n_calls_later = len(calls)
+        # Both loops retry a second after a report: a slow machine can let
+        # that second pass before this point, and then a retry reports again.
+        window = loop.time() - calls[0]["at"]
+        n_calls_before_back = len(calls)
         first = dict(calls[0])
         for fd in fillers:
             os.close(fd)
@@ -532,6 +536,8 @@ _EMFILE_CHILD = textwrap.dedent(
             "calls_while_out": n_calls,
             "calls_later": n_calls_later,
             "calls_total": len(calls),
+            "calls_before_back": n_calls_before_back,
+            "retry_window_passed": window >= 0.95,
             "accepted": accepted,
             "listener_closed": server.sockets == (),
         }
@@ -565,9 +571,16 @@ def test_emfile_is_reported_then_accepting_resumes(loop_name, tmp_path):
     assert result["errno"] == errno.EMFILE
     assert result["exc_type"] == "OSError"
     assert result["socket_type"] == "TransportSocket"
+    assert result["accepted"] == 4
+    assert result["listener_closed"] is True
+    # Nothing more to report once descriptors are back.
+    assert result["calls_total"] == result["calls_before_back"]
+    if result["retry_window_passed"]:
+        # The machine was too slow for the first retry (a second after the
+        # report) to come after the checks below: they say nothing then.
+        return
     # Not spinning: no more reports while the process stays out of fds.
     assert result["calls_later"] == result["calls_while_out"]
-    assert result["calls_total"] == result["calls_while_out"]
     # Documented difference: asyncio's _accept_connection goes on with its
     # batch after the report, so it reports (and schedules a retry) once
     # per remaining iteration, up to `backlog` (100) times (`backlog + 1`
@@ -576,8 +589,6 @@ def test_emfile_is_reported_then_accepting_resumes(loop_name, tmp_path):
         assert 1 <= result["calls_while_out"] <= 100 + (sys.version_info >= (3, 14))
     else:
         assert result["calls_while_out"] == 1
-    assert result["accepted"] == 4
-    assert result["listener_closed"] is True
 
 
 def test_server_closed_during_emfile_backoff(loop_name, tmp_path):

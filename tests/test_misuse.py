@@ -751,7 +751,15 @@ def test_a_transport_over_a_socket_the_user_closed_never_reaches_the_next_file(
             a.close()
             outcome["old peer saw"] = _drain(b)
             async with _number_reused(loop, fd, newcomer) as (c, d, new):
-                d.send(b"for-c")
+                try:
+                    d.send(b"for-c")
+                except BrokenPipeError:
+                    if loop_name != "asyncio" or newcomer != "transport":
+                        raise
+                    # asyncio refuses the newcomer's transport while the old
+                    # one holds the number (RuntimeError), and from 3.14 on
+                    # closes the newcomer's socket as it fails.
+                    pytest.skip(_NEWCOMER_BREAKS_ASYNCIO)
                 if datagram:
                     b.send(b"after")
                 await _settle()
