@@ -631,16 +631,7 @@ var getsets = [_]c.PyGetSetDef{
 
 const doc = "The native accept loop of one listening socket.";
 var spec: c.PyType_Spec = undefined;
-var slots = [_]c.PyType_Slot{
-    .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast(doc)) },
-    .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(&new)) },
-    .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(&dealloc)) },
-    .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(&traverse)) },
-    .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(&clearGc)) },
-    .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(&methods) },
-    .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(&getsets) },
-    .{ .slot = 0, .pfunc = null },
-};
+var slots = py.gcTypeSlots(doc, &new, &dealloc, &traverse, &clearGc, &methods, &getsets);
 
 /// Creates `AcceptorCore` and looks up `socket.socket`.
 pub fn initTypes(module: *Obj) bool {

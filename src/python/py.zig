@@ -206,6 +206,31 @@ pub fn methodO(name: [*:0]const u8, f: MethodNoArgs, doc: ?[*:0]const u8) c.PyMe
     return .{ .ml_name = name, .ml_meth = @ptrCast(f), .ml_flags = c.METH_O, .ml_doc = doc };
 }
 
+/// The slots of a type the collector tracks, made from a spec: its doc,
+/// `tp_new`, `tp_dealloc`, `tp_traverse`, `tp_clear`, its method and getset
+/// tables, and the end. Pointers to the functions and to the (global)
+/// tables.
+pub fn gcTypeSlots(
+    doc: [*:0]const u8,
+    new: anytype,
+    dealloc: anytype,
+    traverse: anytype,
+    clear_gc: anytype,
+    methods: anytype,
+    getsets: anytype,
+) [8]c.PyType_Slot {
+    return .{
+        .{ .slot = c.Py_tp_doc, .pfunc = @ptrCast(@constCast(doc)) },
+        .{ .slot = c.Py_tp_new, .pfunc = @ptrCast(@constCast(new)) },
+        .{ .slot = c.Py_tp_dealloc, .pfunc = @ptrCast(@constCast(dealloc)) },
+        .{ .slot = c.Py_tp_traverse, .pfunc = @ptrCast(@constCast(traverse)) },
+        .{ .slot = c.Py_tp_clear, .pfunc = @ptrCast(@constCast(clear_gc)) },
+        .{ .slot = c.Py_tp_methods, .pfunc = @ptrCast(methods) },
+        .{ .slot = c.Py_tp_getset, .pfunc = @ptrCast(getsets) },
+        .{ .slot = 0, .pfunc = null },
+    };
+}
+
 pub const sentinel_method = std.mem.zeroes(c.PyMethodDef);
 pub const sentinel_getset = std.mem.zeroes(c.PyGetSetDef);
 
