@@ -247,8 +247,8 @@ fn acceptBatch(a: *Acceptor) core.RunError!void {
                 // or the peer reset before we got to it: nothing to
                 // deliver; any connection behind it is still queued.
                 .INTR, .CONNABORTED => {},
-                .MFILE, .NFILE, .NOBUFS, .NOMEM => return outOfResources(a, @intFromEnum(e)),
-                else => return otherError(a, @intFromEnum(e)),
+                .MFILE, .NFILE, .NOBUFS, .NOMEM => return outOfResources(a, @backingInt(e)),
+                else => return otherError(a, @backingInt(e)),
             },
         }
     }
