@@ -123,6 +123,10 @@ pub const Posted = struct {
     /// once `pending` reaches `stalled_until`.
     stalled_ran: ?u64 = null,
     stalled_until: usize = 0,
+    /// The longest one wait lasts: a wait that ends without the loop having
+    /// run a callback marks it stalled (see `stalled_ran`). A field, so that
+    /// a test can wait on an event rather than race this bound.
+    wait_ns: u64 = 50 * std.time.ns_per_ms,
 
     /// Producers that find more waiting than this wait. asyncio's
     /// producers peak at a few thousand (one producer) to a few tens of
@@ -130,9 +134,6 @@ pub const Posted = struct {
     pub const high: usize = 4096;
     /// ... until the loop has run the queue down to this.
     pub const low: usize = 1024;
-    /// The longest one wait lasts: a wait that ends without the loop having
-    /// run a callback marks it stalled (see `stalled_ran`).
-    pub const wait_ns: u64 = 50 * std.time.ns_per_ms;
 
     pub const Outcome = enum { drained, timed_out };
 };
@@ -312,11 +313,11 @@ pub const Reactor = struct {
     }
 
     /// Blocks, WITHOUT the lock, until the loop drains the posted queue to
-    /// `Posted.low` (or stops), or `Posted.wait_ns` passes. Touches only
+    /// `Posted.low` (or stops), or `posted.wait_ns` passes. Touches only
     /// atomics: the loop may close meanwhile.
     pub fn awaitDrained(r: *Reactor, w: PostWait) Posted.Outcome {
         defer _ = r.posted.waiters.fetchSub(1, .monotonic);
-        const deadline_s = sys.monotonic_s() + @as(f64, @floatFromInt(Posted.wait_ns)) * 1e-9;
+        const deadline_s = sys.monotonic_s() + @as(f64, @floatFromInt(r.posted.wait_ns)) * 1e-9;
         while (r.posted.drained.load(.acquire) == w.drained) {
             const left_s = deadline_s - sys.monotonic_s();
             if (!(left_s > 0)) return .timed_out;
@@ -894,7 +895,9 @@ fn casePostersWait(r: *Reactor) !void {
     try std.testing.expect(!r.postersShouldWait());
     try std.testing.expectEqual(@as(u32, 0), r.posted.waiters.load(.monotonic));
     // The loop runs on another thread: the wait ends once the queue is down
-    // to `low` (the pass runs the rest too).
+    // to `low` (the pass runs the rest too). No bound to race here: on a
+    // busy machine that thread may not run for a while.
+    r.posted.wait_ns = std.time.ns_per_hour;
     const waiting = r.postWaitBegin();
     const Pass = struct {
         fn run(rr: *Reactor, failed: *bool) void {

@@ -69,11 +69,14 @@ def extract_sdist(suite: Suite, archive: Path, cache_dir: Path) -> Path:
     src_dir = cache_dir / "src"
     top = src_dir / f"{suite.package}-{suite.version}"
     marker = top / ".zloop-compat-sha256"
-    if marker.exists() and marker.read_text().strip() == suite.sha256:
+    if _extracted(marker, suite):
         return top
     if top.exists():
         shutil.rmtree(top)
     src_dir.mkdir(parents=True, exist_ok=True)
+    # Extracted and marked aside, then renamed into place: two runs at once
+    # (CI runs suites on two Pythons side by side) each see either no tree
+    # or a whole one.
     with tempfile.TemporaryDirectory(dir=src_dir) as tmp:
         with tarfile.open(archive) as tar:
             if hasattr(tarfile, "data_filter"):
@@ -83,9 +86,20 @@ def extract_sdist(suite: Suite, archive: Path, cache_dir: Path) -> Path:
         entries = list(Path(tmp).iterdir())
         if len(entries) != 1 or not entries[0].is_dir():
             raise SuiteError(f"{archive.name}: expected one top-level directory")
-        shutil.move(str(entries[0]), top)
-    marker.write_text(suite.sha256 + "\n")
+        (entries[0] / marker.name).write_text(suite.sha256 + "\n")
+        try:
+            entries[0].rename(top)
+        except OSError:  # another run renamed its own copy in first
+            if not _extracted(marker, suite):
+                raise
     return top
+
+
+def _extracted(marker: Path, suite: Suite) -> bool:
+    try:
+        return marker.read_text().strip() == suite.sha256
+    except OSError:
+        return False
 
 
 def install_requirements(requirements: list[str], extra: list[str] | None = None) -> None:
