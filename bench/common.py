@@ -160,6 +160,15 @@ def stop(proc):
 
 # --- statistics and results -----------------------------------------------
 
+def rss_kib(pid):
+    """A process's resident memory now, in KiB (VmRSS)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS for pid %d" % pid)
+
+
 def summarize(samples, higher_is_better=True):
     """Median, best and spread of a list of numbers."""
     if not samples:

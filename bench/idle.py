@@ -41,14 +41,6 @@ def check(args):
     conn.check_conn(args)
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS for pid %d" % pid)
-
-
 def measure(args, name, script_dir, mode):
     """One server, connections opened in STEPS: {rss_kib: [...],
     bytes_per_conn}."""
@@ -79,7 +71,7 @@ def measure(args, name, script_dir, mode):
                 raise RuntimeError("idle client: %r %s" % (line, client.stderr.read()[-500:]))
             opened = total
             time.sleep(SETTLE_S)  # the server goes idle (its last callbacks run)
-            rss.append(rss_kib(proc.pid))
+            rss.append(common.rss_kib(proc.pid))
         client.stdin.close()
         client.wait(timeout=60)
     finally:

@@ -41,14 +41,6 @@ def check(args):
     httpbench.check(args)
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS for pid %d" % pid)
-
-
 def open_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -66,7 +58,7 @@ def soak(args, name, workload, soak_s, tls):
             requests += res["requests"]
             time.sleep(0.2)  # let closes and the server's timers settle
             samples.append({"t_s": round(time.monotonic() - started, 1),
-                            "requests": requests, "rss_kib": rss_kib(proc.pid),
+                            "requests": requests, "rss_kib": common.rss_kib(proc.pid),
                             "fds": open_fds(proc.pid)})
     measured = samples[1:]
     first, mid, last = measured[0], measured[len(measured) // 2], measured[-1]
