@@ -160,6 +160,43 @@ def stop(proc):
 
 # --- statistics and results -----------------------------------------------
 
+# Loops without TLS: their TLS cells say so.
+NO_TLS = {"rloop"}
+
+
+def interleave_cells(cells, names, info, rounds, title, figures, pause_s=0.0):
+    """Measure cells [(label, needs_tls, measure(name) -> dict)] on every
+    present loop of `names`, the loops interleaved within each round, a
+    failure reported and the rest measured: one row per cell, each loop's
+    entry made by loop_entry with `figures`."""
+    present = [n for n in names if "missing" not in info["loops"][n]]
+    samples, errors = {}, {}
+    for rnd in range(rounds):
+        for label, needs_tls, measure in cells:
+            for name in present:
+                if needs_tls and name in NO_TLS:
+                    continue
+                print("%s round %d/%d: %s %s" % (title, rnd + 1, rounds, label, name),
+                      file=sys.stderr)
+                try:
+                    samples.setdefault((label, name), []).append(measure(name))
+                except Exception as exc:  # report, go on with the rest
+                    errors[(label, name)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
+                time.sleep(pause_s)
+    rows = []
+    for label, needs_tls, _ in cells:
+        row = {"bench": label, "loops": {}}
+        for name in names:
+            if needs_tls and name in NO_TLS and "missing" not in info["loops"][name]:
+                row["loops"][name] = {"status": "no TLS"}
+                continue
+            row["loops"][name] = loop_entry(
+                name, info, samples.get((label, name)), errors.get((label, name)), figures)
+        rows.append(row)
+    return rows, samples
+
+
 def rss_kib(pid):
     """A process's resident memory now, in KiB (VmRSS)."""
     with open("/proc/%d/status" % pid) as f:

@@ -33,7 +33,6 @@ LAUNCHER = os.path.join(common.BENCH_DIR, "echo_launcher.py")
 TIMED_S = 1.2
 QUICK_TIMED_S = 0.6
 # Loops without TLS: their TLS cells say so instead of failing.
-NO_TLS = {"rloop"}
 
 # Cell -> (server mode in echo.MODES, conn_client arguments, warm-up
 # connections). A round of 100 counts as 100 connections.
@@ -125,34 +124,13 @@ def measure_conn(args, name, script_dir, mode, client_args, warm_num, timed_s):
 
 def interleave(args, names, info, cells, title):
     """Run cells {label: (needs_tls, measure(name))} for every present loop,
-    round by round: (rows, samples)."""
+    round by round: (rows, rounds, the machine's busy fractions)."""
     rounds = args.rounds or (1 if args.quick else 3)
-    present = [n for n in names if "missing" not in info["loops"][n]]
-    samples, errors = {}, {}
-    for rnd in range(rounds):
-        for label, (needs_tls, measure) in cells.items():
-            for name in present:
-                if needs_tls and name in NO_TLS:
-                    continue
-                print("%s round %d/%d: %s %s" % (title, rnd + 1, rounds, label, name),
-                      file=sys.stderr)
-                try:
-                    samples.setdefault((label, name), []).append(measure(name))
-                except Exception as exc:  # report, go on with the rest
-                    errors[(label, name)] = str(exc)
-                    print("  FAILED: %s" % exc, file=sys.stderr)
-                time.sleep(0.2)  # let TIME_WAIT sockets and the scheduler settle
-    rows = []
-    for label, (needs_tls, _) in cells.items():
-        row = {"bench": label, "loops": {}}
-        for name in names:
-            if needs_tls and name in NO_TLS and "missing" not in info["loops"][name]:
-                row["loops"][name] = {"status": "no TLS"}
-                continue
-            row["loops"][name] = common.loop_entry(
-                name, info, samples.get((label, name)), errors.get((label, name)),
-                {"rps": ("rps", True), "cpu_us_per_req": ("cpu_us_per_req", False)})
-        rows.append(row)
+    rows, samples = common.interleave_cells(
+        [(label, needs_tls, measure) for label, (needs_tls, measure) in cells.items()],
+        names, info, rounds, title,
+        {"rps": ("rps", True), "cpu_us_per_req": ("cpu_us_per_req", False)},
+        pause_s=0.2)  # let TIME_WAIT sockets and the scheduler settle
     busy = [s["busy_before"] for v in samples.values() for s in v]
     return rows, rounds, busy
 

@@ -502,7 +502,6 @@ CONN_WARMUP = 300
 TLS_ECHO_SIZES = [1024, 65536]
 TLS_HANDSHAKE_WARMUP = 30
 # Loops without TLS: their TLS cells say so instead of failing.
-NO_TLS = {"rloop"}
 
 
 def count_conn(args, name, script_dir, concurrency, n, tls=False):
@@ -522,31 +521,13 @@ def count_conn(args, name, script_dir, concurrency, n, tls=False):
 def run_cells(args, present, names, info, rounds, title, cells, note):
     """Cells [(label, unit, needs_tls, measure(name) -> {instructions,
     syscalls})] for every loop, interleaved over rounds: (rows, markdown)."""
-    samples, errors = {}, {}
-    for rnd in range(rounds):
-        for label, _, needs_tls, measure in cells:
-            for name in present:
-                if needs_tls and name in NO_TLS:
-                    continue
-                print("icount %s round %d/%d: %s %s" % (title, rnd + 1, rounds, name, label),
-                      file=sys.stderr)
-                try:
-                    samples.setdefault((label, name), []).append(measure(name))
-                except Exception as exc:
-                    errors[(label, name)] = str(exc)
-                    print("  FAILED: %s" % exc, file=sys.stderr)
-    rows = []
-    for label, unit, needs_tls, _ in cells:
-        row = {"bench": label, "unit": unit, "loops": {}}
-        for name in names:
-            if needs_tls and name in NO_TLS and "missing" not in info["loops"][name]:
-                row["loops"][name] = {"status": "no TLS"}
-                continue
-            row["loops"][name] = common.loop_entry(
-                name, info, samples.get((label, name)), errors.get((label, name)),
-                {"instructions_per_op": ("instructions", False),
-                 "syscalls_per_op": ("syscalls", False)})
-        rows.append(row)
+    rows, _ = common.interleave_cells(
+        [(label, needs_tls, measure) for label, _, needs_tls, measure in cells],
+        names, info, rounds, "icount " + title,
+        {"instructions_per_op": ("instructions", False),
+         "syscalls_per_op": ("syscalls", False)})
+    for row, (_, unit, _, _) in zip(rows, cells):
+        row["unit"] = unit
     md = ("\n### icount %s: server instructions per %s under callgrind (in brackets: %s's "
           "÷ this one's, >1 is cheaper)\n\n" % (title, "connection or request", args.baseline))
     md += common.ratio_table(rows, names, "instructions_per_op", args.baseline, "cell",
