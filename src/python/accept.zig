@@ -606,11 +606,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     };
     inline for (owned) |f| py.clear(&@field(a, f));
     clearNative(a);
-    // A heap type: subtype_dealloc leaves the instance's reference to its
-    // type for this dealloc to drop.
-    const tp = c.Py_TYPE(self);
-    tp.*.tp_free.?(self);
-    py.decref(py.obj(tp));
+    py.freeHeapInstance(self.?);
 }
 
 var methods = [_]c.PyMethodDef{

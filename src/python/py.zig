@@ -206,6 +206,14 @@ pub fn methodO(name: [*:0]const u8, f: MethodNoArgs, doc: ?[*:0]const u8) c.PyMe
     return .{ .ml_name = name, .ml_meth = @ptrCast(f), .ml_flags = c.METH_O, .ml_doc = doc };
 }
 
+/// The end of a heap type's tp_dealloc: frees the instance and drops its
+/// reference to its type (subtype_dealloc leaves that to this dealloc).
+pub fn freeHeapInstance(self: *Obj) void {
+    const tp = c.Py_TYPE(self);
+    tp.*.tp_free.?(self);
+    decref(obj(tp));
+}
+
 /// The slots of a type the collector tracks, made from a spec: its doc,
 /// `tp_new`, `tp_dealloc`, `tp_traverse`, `tp_clear`, its method and getset
 /// tables, and the end. Pointers to the functions and to the (global)

@@ -188,9 +188,7 @@ fn dealloc(self: ?*Obj) callconv(.c) void {
     // Listed transports hold a reference: none is left.
     std.debug.assert(s.head == null);
     py.clear(&s.wakeup);
-    const tp = c.Py_TYPE(self);
-    tp.*.tp_free.?(self);
-    py.decref(py.obj(tp));
+    py.freeHeapInstance(self.?);
 }
 
 var methods = [_]c.PyMethodDef{

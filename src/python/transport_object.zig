@@ -458,11 +458,7 @@ pub fn Object(comptime M: type) type {
             py.clear(&t.extra);
             py.clear(&t.protocol);
             py.clear(&t.loop);
-            // A heap type: subtype_dealloc leaves the instance's reference
-            // to its type for this dealloc to drop.
-            const tp = c.Py_TYPE(self);
-            tp.*.tp_free.?(self);
-            py.decref(py.obj(tp));
+            py.freeHeapInstance(self.?);
         }
 
         /// Creates the type `zloop._zloop.<name>` with `asyncio.<base>` as
