@@ -175,7 +175,6 @@ pub const Backend = struct {
     /// IOSQE_CQE_SKIP_SUCCESS is known (5.17+): successful control
     /// requests post nothing.
     skip_success: bool,
-    cqes: [max_events]linux.io_uring_cqe = undefined,
     /// The provided-buffer ring native receives pick from, or null: the
     /// kernel has none (before 5.19) or multishot receives failed (before
     /// 6.0); reads are then polled.
@@ -438,8 +437,18 @@ pub const Backend = struct {
         try b.armListed();
         try b.armEpoll();
         const waited = try b.enter(if (n > 0 or b.ep_held_end != 0) 0 else timeout_ms);
-        const got = b.ring.copy_cqes(b.cqes[0 .. want - n], 0) catch return error.Unexpected;
-        for (b.cqes[0..got], 0..) |cqe, i| {
+        // Completions are read where they lie in the ring, not copied out
+        // first, and the ring's head moves once for the batch (also when
+        // one of them fails the pass, as a copy would have consumed them).
+        if (b.ring.cq_ready() == 0 and b.ring.cq_ring_needs_flush()) {
+            _ = b.ring.enter(0, 0, linux.IORING_ENTER_GETEVENTS) catch return error.Unexpected;
+        }
+        const got = @min(b.ring.cq_ready(), want - n);
+        const cq = &b.ring.cq;
+        const head = cq.head.*;
+        defer b.ring.cq_advance(got);
+        for (0..got) |i| {
+            const cqe = cq.cqes[(head +% @as(u32, @intCast(i))) & cq.mask];
             const ud: UserData = @bitCast(cqe.user_data);
             if (ud.kind == .epoll) {
                 // The borrowed fds' events go where `ep`'s completion
