@@ -1122,7 +1122,7 @@ fn caseChildUnwatched(r: *Reactor) !void {
     try std.testing.expectEqual(@as(u32, 0), probe.exits);
     // Reaped: no such process any more (ESRCH).
     try std.testing.expectError(error.Unexpected, r.watchChild(&probe.w, pid));
-    try std.testing.expectEqual(@as(u16, @intFromEnum(sys.E.SRCH)), sys.last_errno);
+    try std.testing.expectEqual(@as(u16, @backingInt(sys.E.SRCH)), sys.last_errno);
     try std.testing.expect(!probe.w.active and r.children.items.len == 0);
 }
 

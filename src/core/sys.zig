@@ -85,11 +85,11 @@ pub const epoll_wait = linux.epoll_wait;
 
 /// The names each platform file must define.
 const interface = [_][]const u8{
-    "monotonic_s", "close",     "read",          "write",         "checkOpen",
-    "pipe",        "Waker",     "sockaddr",      "socklen_t",     "iovec_const",
-    "accept",      "recv",      "recvfrom",      "send",          "sendto",
-    "sendv",       "iov_max",   "shutdownWrite", "bytesReadable", "sendfile",
-    "PathStat",    "statPath",  "unlink",        "noSigpipe",     "futexWait",
+    "monotonic_s",  "close",         "read",          "write",         "checkOpen",
+    "pipe",         "Waker",         "sockaddr",      "socklen_t",     "iovec_const",
+    "accept",       "recv",          "recvfrom",      "send",          "sendto",
+    "sendv",        "iov_max",       "shutdownWrite", "bytesReadable", "sendfile",
+    "PathStat",     "statPath",      "unlink",        "noSigpipe",     "futexWait",
     "futexWakeAll", "sock_nonblock", "sockName",      "setTcpNodelay",
 };
 
@@ -155,7 +155,7 @@ test "checkOpen tells an open fd from a closed one" {
     close(fds[0]);
     close(fds[1]);
     try std.testing.expectError(error.BadFd, checkOpen(fds[0]));
-    try std.testing.expectEqual(@as(u16, @intFromEnum(E.BADF)), last_errno);
+    try std.testing.expectEqual(@as(u16, @backingInt(E.BADF)), last_errno);
 }
 
 test "accept hands a connection over non-blocking and close-on-exec, with its peer's address" {

@@ -138,8 +138,6 @@ pub const Inner = struct {
     }
 };
 
-
-
 // ------------------------------------------------------------- plumbing
 
 /// Calls `self.<name>(args...)`; false with the error pending.
@@ -644,7 +642,6 @@ pub fn failGone(t: *Transport) bool {
     return fatalPending(t, msg_gone);
 }
 
-
 fn setProtocolNative(self: ?*Obj, protocol: ?*Obj) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     py.clear(&t.protocol);
@@ -677,16 +674,11 @@ fn abort(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return forceClose(self, py.none());
 }
 
-
-
-
-
 fn getAddress(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);
     const in = t.inner orelse return py.newref(py.none());
     return py.newref(in.address orelse py.none());
 }
-
 
 fn getClosing(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     const t = py.cast(Transport, self.?);

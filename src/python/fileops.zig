@@ -38,7 +38,7 @@ fn sendfile(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv
             .ok => |n| return c.PyLong_FromSize_t(n),
             .err => |e| switch (e) {
                 .INTR => if (c.PyErr_CheckSignals() < 0) return null,
-                else => return py.raiseErrno(@intFromEnum(e)),
+                else => return py.raiseErrno(@backingInt(e)),
             },
         }
     }
@@ -78,7 +78,7 @@ fn pathStat(_: ?*Obj, path: ?*Obj) callconv(.c) ?*Obj {
     c.PyEval_RestoreThread(ts);
     const st = switch (r) {
         .ok => |st| st,
-        .err => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
+        .err => |e| return py.raiseErrnoPath(@backingInt(e), path.?),
     };
     return c.Py_BuildValue("(IK)", @as(c_uint, st.mode), @as(c_ulonglong, st.ino));
 }
@@ -94,7 +94,7 @@ fn unlink(_: ?*Obj, path: ?*Obj) callconv(.c) ?*Obj {
     c.PyEval_RestoreThread(ts);
     switch (r) {
         .ok => return py.newref(py.none()),
-        .err => |e| return py.raiseErrnoPath(@intFromEnum(e), path.?),
+        .err => |e| return py.raiseErrnoPath(@backingInt(e), path.?),
     }
 }
 

@@ -55,7 +55,8 @@ export fn PyInit__zloop() ?*Obj {
     const m = c.PyModule_Create2(&def, c.PYTHON_API_VERSION) orelse return null;
     state.init();
     if (!borrowed.init() or !handle.initTypes(m) or !loop.initTypes(m) or !transport.initTypes(m) or
-        !sockops.initFunctions(m) or !sockcall.initType(m)) {
+        !sockops.initFunctions(m) or !sockcall.initType(m))
+    {
         py.decref(m);
         return null;
     }

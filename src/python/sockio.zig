@@ -36,7 +36,7 @@ pub inline fn outcome(r: sys.Result(usize)) Outcome {
         .ok => |n| .{ .done = n },
         .err => |e| switch (e) {
             .AGAIN, .INTR => .would_block,
-            else => .{ .failed = @intFromEnum(e) },
+            else => .{ .failed = @backingInt(e) },
         },
     };
 }
@@ -124,4 +124,4 @@ pub fn errnoException(errno: u16) ?*Obj {
 }
 
 /// The errno of a call on a socket that is closed (`borrowed.fdFor`'s -1).
-pub const ebadf: u16 = @intFromEnum(E.BADF);
+pub const ebadf: u16 = @backingInt(E.BADF);

@@ -492,7 +492,6 @@ const Names = struct {
 };
 var names: Names = undefined;
 
-
 // ------------------------------------------------------------- plumbing
 
 /// A Python error from a callback out of the I/O path: KeyboardInterrupt and
@@ -626,7 +625,7 @@ pub fn captureContext(in: *Inner) bool {
 /// by `deliverRx`.
 pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
     const l = object.loopOf(in.owner);
-    if (rv.res == -@as(i32, @intFromEnum(sockio.E.NOBUFS))) {
+    if (rv.res == -@as(i32, @backingInt(sockio.E.NOBUFS))) {
         // Nothing received; the backend receives again on its next wait.
         l.recv_pool.grow(&l.reactor);
         return;

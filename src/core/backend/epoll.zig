@@ -52,7 +52,7 @@ pub const Backend = struct {
                 // already dropped it from the interest list, as asyncio's
                 // selector tolerates.
                 error.BadFd => {},
-                else => return if (sys.last_errno == @intFromEnum(linux.E.NOENT)) {} else err,
+                else => return if (sys.last_errno == @backingInt(linux.E.NOENT)) {} else err,
             };
             return;
         }
@@ -65,10 +65,10 @@ pub const Backend = struct {
         sys.epoll_ctl(b.epfd, op, fd, mask) catch |err| {
             // A stale registration survives when an fd was closed and its
             // number reused without unregistering; fix it up in place.
-            if (op == linux.EPOLL.CTL_ADD and sys.last_errno == @intFromEnum(linux.E.EXIST)) {
+            if (op == linux.EPOLL.CTL_ADD and sys.last_errno == @backingInt(linux.E.EXIST)) {
                 return sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_MOD, fd, mask);
             }
-            if (op == linux.EPOLL.CTL_MOD and sys.last_errno == @intFromEnum(linux.E.NOENT)) {
+            if (op == linux.EPOLL.CTL_MOD and sys.last_errno == @backingInt(linux.E.NOENT)) {
                 return sys.epoll_ctl(b.epfd, linux.EPOLL.CTL_ADD, fd, mask);
             }
             return err;

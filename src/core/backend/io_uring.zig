@@ -73,7 +73,6 @@ const epoll = @import("epoll.zig");
 
 pub const name = "io_uring";
 
-
 /// Why the backend could not be set up; the caller falls back to epoll.
 pub const InitError = sys.Error || error{Unsupported};
 
@@ -489,7 +488,7 @@ pub const Backend = struct {
 
     /// IORING_OP_EPOLL_WAIT (Linux 6.15), after IORING_OP_RECV_ZC, which
     /// Zig's enum names last.
-    const op_epoll_wait: linux.IORING_OP = @enumFromInt(@intFromEnum(linux.IORING_OP.RECV_ZC) + 1);
+    const op_epoll_wait: linux.IORING_OP = @fromBackingInt(@intCast(@backingInt(linux.IORING_OP.RECV_ZC) + 1));
 
     /// The completion (result `res`) of the wait on `ep`: the borrowed
     /// fds' events it brings, as many as fit in `out`, the rest held.
@@ -504,7 +503,7 @@ pub const Backend = struct {
                 return b.giveHeld(out);
             }
             if (res == 0) return 0;
-            switch (@as(linux.E, @enumFromInt(-res))) {
+            switch (@as(linux.E, @fromBackingInt(@intCast(-res)))) {
                 // The op is unknown (before 6.15): poll `ep`'s fd from
                 // now on, and now.
                 .INVAL, .OPNOTSUPP => b.ep_wait_op = false,
@@ -564,7 +563,7 @@ pub const Backend = struct {
             // what is there; the unsubmitted SQEs go with the next enter.
             .AGAIN, .BUSY => return false,
             else => |e| {
-                sys.last_errno = @intFromEnum(e);
+                sys.last_errno = @backingInt(e);
                 return error.Unexpected;
             },
         }
@@ -593,7 +592,7 @@ pub const Backend = struct {
         const slot = b.slotOf(fd) orelse return null;
         if (slot.gen != ud.gen or !slot.armed) return null;
         slot.armed = false;
-        if (cqe.res < 0) switch (@as(linux.E, @enumFromInt(-cqe.res))) {
+        if (cqe.res < 0) switch (@as(linux.E, @fromBackingInt(@intCast(-cqe.res)))) {
             // Closed after its registration was checked: as epoll forgets a
             // closed fd, report nothing and do not re-arm.
             .BADF => return null,
@@ -654,7 +653,7 @@ pub const Backend = struct {
             std.debug.assert(has_buffer);
         } else if (cqe.res == 0) {
             finished = true; // end of file
-        } else switch (@as(linux.E, @enumFromInt(-cqe.res))) {
+        } else switch (@as(linux.E, @fromBackingInt(@intCast(-cqe.res)))) {
             .CANCELED => ev = null,
             .NOBUFS => {},
             .INVAL => if (!b.recv_proven) {
@@ -738,7 +737,7 @@ pub const Backend = struct {
 
 /// `error.NoMemory` with `e` for the caller's OSError.
 fn failedWith(e: linux.E) sys.Error {
-    sys.last_errno = @intFromEnum(e);
+    sys.last_errno = @backingInt(e);
     return error.NoMemory;
 }
 
@@ -758,7 +757,7 @@ fn pollable(fd: sys.fd_t) sys.Error!void {
     switch (linux.errno(rc)) {
         .SUCCESS => {},
         .BADF => {
-            sys.last_errno = @intFromEnum(linux.E.BADF);
+            sys.last_errno = @backingInt(linux.E.BADF);
             return error.BadFd;
         },
         .NOMEM => return error.NoMemory,
@@ -766,7 +765,7 @@ fn pollable(fd: sys.fd_t) sys.Error!void {
         else => return,
     }
     if (linux.S.ISREG(st.mode) or linux.S.ISDIR(st.mode)) {
-        sys.last_errno = @intFromEnum(linux.E.PERM);
+        sys.last_errno = @backingInt(linux.E.PERM);
         return error.Unexpected;
     }
 }
@@ -861,11 +860,11 @@ test "io_uring refuses what epoll refuses" {
     const fd = try sys.eventfd();
     sys.close(fd);
     try std.testing.expectError(error.BadFd, b.setInterest(fd, .{}, .{ .read = true }, .{}));
-    try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.BADF)), sys.last_errno);
+    try std.testing.expectEqual(@as(u16, @backingInt(linux.E.BADF)), sys.last_errno);
     const dir: sys.fd_t = @intCast(linux.open(".", .{ .DIRECTORY = true, .CLOEXEC = true }, 0));
     defer sys.close(dir);
     try std.testing.expectError(error.Unexpected, b.setInterest(dir, .{}, .{ .read = true }, .{}));
-    try std.testing.expectEqual(@as(u16, @intFromEnum(linux.E.PERM)), sys.last_errno);
+    try std.testing.expectEqual(@as(u16, @backingInt(linux.E.PERM)), sys.last_errno);
 }
 
 test "io_uring wait honours its timeout" {
@@ -1236,7 +1235,7 @@ test "native receives: with no buffer free, ENOBUFS; the receive resumes once on
     defer sys.close(pair[1]);
     try b.setInterest(pair[0], .{}, .{ .read = true }, recv_read);
     _ = try sys.write(pair[1], "waiting");
-    try std.testing.expectEqual(-@as(i32, @intFromEnum(linux.E.NOBUFS)), (try nextRecv(&b)).res);
+    try std.testing.expectEqual(-@as(i32, @backingInt(linux.E.NOBUFS)), (try nextRecv(&b)).res);
     b.provideRecvBuffer(0, &store);
     const rv = try nextRecv(&b);
     try std.testing.expectEqualStrings("waiting", store[0..@intCast(rv.res)]);

@@ -394,7 +394,7 @@ fn filterOf(dir: Dir) i16 {
 /// The errno of an EV_RECEIPT result (`.SUCCESS` when the change took).
 fn receiptErrno(k: kq.Kevent) sys.E {
     std.debug.assert(k.flags & kq.EV.ERROR != 0);
-    return @enumFromInt(@as(u16, @intCast(k.data)));
+    return @fromBackingInt(@intCast(@as(u16, @intCast(k.data))));
 }
 
 const fail = sys.fail;

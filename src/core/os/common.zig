@@ -16,7 +16,6 @@ pub const fd_t = i32;
 /// `last_errno`; so do the others, for error messages.
 pub const Error = error{ WouldBlock, Interrupted, BadFd, NoMemory, Unexpected };
 
-
 /// A call's outcome where the caller tells errnos apart: the value, or the
 /// target's errno (never `.SUCCESS`).
 pub fn Result(comptime T: type) type {
@@ -38,7 +37,7 @@ pub fn Result(comptime T: type) type {
 /// Records `e` as the thread's last errno and returns its `Error`.
 pub fn fail(e: E) Error {
     std.debug.assert(e != .SUCCESS);
-    sys.last_errno = @intFromEnum(e);
+    sys.last_errno = @backingInt(e);
     return errorOf(e);
 }
 
@@ -54,7 +53,7 @@ fn errorOf(e: E) Error {
 
 test "an errno becomes its error and is remembered" {
     try std.testing.expectError(error.WouldBlock, @as(Error!void, fail(.AGAIN)));
-    try std.testing.expectEqual(@as(u16, @intFromEnum(E.AGAIN)), sys.last_errno);
+    try std.testing.expectEqual(@as(u16, @backingInt(E.AGAIN)), sys.last_errno);
     const r: Result(usize) = .{ .err = .BADF };
     try std.testing.expectError(error.BadFd, r.unwrap());
     const ok: Result(usize) = .{ .ok = 7 };

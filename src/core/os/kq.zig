@@ -41,7 +41,7 @@ pub const close = impl.close;
 
 /// The errno a failed `kqueue`/`kevent` left (the emulation sets libc's).
 pub fn errno() common.E {
-    return @enumFromInt(std.c._errno().*);
+    return @fromBackingInt(@intCast(std.c._errno().*));
 }
 
 /// NOTE_EXIT, and on macOS NOTE_EXITSTATUS, without which its NOTE_EXIT

@@ -180,7 +180,7 @@ fn unlock() void {
 const E = linux.E;
 
 fn failC(e: E) c_int {
-    c._errno().* = @intFromEnum(e);
+    c._errno().* = @backingInt(e);
     return -1;
 }
 
@@ -220,7 +220,7 @@ fn closeFd(fd: i32) void {
 const Tag = enum(u8) { read_set = 1, write_set, user, signal, timer, proc };
 
 fn tagData(tag: Tag, serial: u32) u64 {
-    return (@as(u64, @intFromEnum(tag)) << 32) | serial;
+    return (@as(u64, @backingInt(tag)) << 32) | serial;
 }
 
 fn epollCtl(ep: i32, op: u32, fd: i32, events: u32, data: u64) E {
@@ -310,7 +310,7 @@ const Queue = struct {
                 return 0; // a receipt with no room: stop here (FreeBSD)
             }
             kev.flags = EV.ERROR;
-            kev.data = @intFromEnum(e);
+            kev.data = @backingInt(e);
             out[placed] = kev;
             placed += 1;
         }
@@ -455,7 +455,7 @@ const Queue = struct {
 
     /// Handles one outer event; returns the new count in `out`.
     fn dispatch(q: *Queue, data: u64, out: []Kevent, n: usize) usize {
-        const tag: Tag = @enumFromInt(@as(u8, @truncate(data >> 32)));
+        const tag: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(data >> 32))));
         const serial: u32 = @truncate(data);
         switch (tag) {
             .read_set => return q.drainSet(q.read_set, out, n),
@@ -935,15 +935,15 @@ const signals = struct {
 
     fn install(sig: u6) Failed!void {
         var old: c.Sigaction = undefined;
-        if (c.sigaction(@enumFromInt(sig), null, &old) < 0) return fail(.INVAL);
-        const chld_ignored = sig == @intFromEnum(c.SIG.CHLD) and old.handler.handler == c.SIG.IGN;
+        if (c.sigaction(@fromBackingInt(@intCast(sig)), null, &old) < 0) return fail(.INVAL);
+        const chld_ignored = sig == @backingInt(c.SIG.CHLD) and old.handler.handler == c.SIG.IGN;
         if (chld_ignored) return;
         var act: c.Sigaction = .{
             .handler = .{ .sigaction = handle },
             .mask = std.mem.zeroes(c.sigset_t),
             .flags = c.SA.SIGINFO | c.SA.RESTART,
         };
-        if (c.sigaction(@enumFromInt(sig), &act, &saved[sig]) < 0) return fail(.INVAL);
+        if (c.sigaction(@fromBackingInt(@intCast(sig)), &act, &saved[sig]) < 0) return fail(.INVAL);
         installed[sig] = true;
     }
 
@@ -953,13 +953,13 @@ const signals = struct {
         if (users[sig] > 0 or !installed[sig]) return;
         installed[sig] = false;
         var now: c.Sigaction = undefined;
-        _ = c.sigaction(@enumFromInt(sig), null, &now);
+        _ = c.sigaction(@fromBackingInt(@intCast(sig)), null, &now);
         // Put back what was there, unless someone replaced ours since.
-        if (now.handler.sigaction == handle) _ = c.sigaction(@enumFromInt(sig), &saved[sig], null);
+        if (now.handler.sigaction == handle) _ = c.sigaction(@fromBackingInt(@intCast(sig)), &saved[sig], null);
     }
 
     fn handle(sig: c.SIG, info: *const c.siginfo_t, ctx: ?*anyopaque) callconv(.c) void {
-        const s = @intFromEnum(sig);
+        const s = @backingInt(sig);
         if (s >= max) return;
         _ = counts[s].fetchAdd(1, .acq_rel);
         const one: u64 = 1;
@@ -969,7 +969,7 @@ const signals = struct {
     }
 
     fn chain(sig: c.SIG, info: *const c.siginfo_t, ctx: ?*anyopaque) void {
-        const old = saved[@intFromEnum(sig)];
+        const old = saved[@backingInt(sig)];
         if (old.flags & c.SA.SIGINFO != 0) {
             if (old.handler.sigaction) |f| f(sig, info, ctx);
             return;
@@ -1023,7 +1023,7 @@ const Kq = struct {
     fn refuse(q: Kq, ch: Kevent) !E {
         var none: [0]Kevent = .{};
         try expectEqual(@as(c_int, -1), kevent(q.fd, &[_]Kevent{ch}, 1, &none, 0, null));
-        return @enumFromInt(c._errno().*);
+        return @fromBackingInt(@intCast(c._errno().*));
     }
 
     /// Waits up to `ms` for events.
@@ -1109,7 +1109,7 @@ test "'If an error occurs while processing an element of the changelist and ther
     var out: [4]Kevent = undefined;
     try expectEqual(@as(c_int, 1), kevent(q.fd, &io, 2, &out, 4, null));
     try expectEqual(@as(u16, EV.ERROR), out[0].flags);
-    try expectEqual(@as(i64, @intFromEnum(E.NOENT)), out[0].data);
+    try expectEqual(@as(i64, @backingInt(E.NOENT)), out[0].data);
     try expect(out[0].ident == 7 and out[0].udata == 0x77);
     try expectEqual(@as(usize, 8), (try q.one(0)).ident);
 }
@@ -1123,7 +1123,7 @@ test "'Otherwise, -1 will be returned, and errno will be set to indicate the err
     };
     var none: [0]Kevent = .{};
     try expectEqual(@as(c_int, -1), kevent(q.fd, &changes, 2, &none, 0, null));
-    try expectEqual(@as(c_int, @intFromEnum(E.NOENT)), c._errno().*);
+    try expectEqual(@as(c_int, @backingInt(E.NOENT)), c._errno().*);
     try expectEqual(E.NOENT, try q.refuse(make(8, EVFILT.USER, EV.DELETE, 0, 0, 0)));
 }
 
@@ -1137,7 +1137,7 @@ test "EV_RECEIPT 'forces EV_ERROR to always be returned. When a filter is succes
     };
     try expectEqual(@as(c_int, 2), kevent(q.fd, &io, 2, &io, 2, null));
     try expect(io[0].flags == EV.ERROR and io[0].data == 0 and io[0].ident == 2);
-    try expect(io[1].flags == EV.ERROR and io[1].data == @intFromEnum(E.NOENT));
+    try expect(io[1].flags == EV.ERROR and io[1].data == @backingInt(E.NOENT));
     try expectEqual(@as(usize, 1), (try q.one(0)).ident);
 }
 
@@ -1323,14 +1323,14 @@ test "EVFILT_SIGNAL: 'data returns the number of times the signal has occurred s
     var before: c.Sigaction = undefined;
     try expect(c.sigaction(sig, &own, &before) == 0);
     defer _ = c.sigaction(sig, &before, null);
-    try q.apply(&.{make(@intFromEnum(sig), EVFILT.SIGNAL, EV.ADD, 0, 0, 0)});
+    try q.apply(&.{make(@backingInt(sig), EVFILT.SIGNAL, EV.ADD, 0, 0, 0)});
     _ = c.raise(sig);
     _ = c.raise(sig);
     const ev = try q.one(1000);
     try expect(ev.data == 2 and ev.flags & EV.CLEAR != 0);
     try expectEqual(@as(u32, 2), chained_calls.load(.acquire)); // the handler ran too
     try q.quiet();
-    try q.apply(&.{make(@intFromEnum(sig), EVFILT.SIGNAL, EV.DELETE, 0, 0, 0)});
+    try q.apply(&.{make(@backingInt(sig), EVFILT.SIGNAL, EV.DELETE, 0, 0, 0)});
     var now: c.Sigaction = undefined;
     _ = c.sigaction(sig, null, &now);
     try expect(now.handler.handler == countChained); // put back

@@ -80,7 +80,6 @@ pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
     _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, all);
 }
 
-
 /// Fails with `error.BadFd` unless `fd` is an open descriptor: F_GETFD
 /// asks the fd table only, whatever the file is.
 pub fn checkOpen(fd: fd_t) Error!void {
@@ -275,17 +274,17 @@ pub fn pidfd_open(pid: i32) Error!fd_t {
 /// when it is not a child of this process or was reaped already.
 pub fn exitStatus(pidfd: fd_t) ?u32 {
     var info: linux.siginfo_t = undefined;
-    info.signo = @enumFromInt(0);
+    info.signo = @fromBackingInt(@intCast(0));
     const flags = linux.W.EXITED | linux.W.NOHANG | linux.W.NOWAIT;
     const rc = linux.waitid(.PIDFD, pidfd, &info, flags, null);
-    if (linux.errno(rc) != .SUCCESS or @intFromEnum(info.signo) == 0) return null;
+    if (linux.errno(rc) != .SUCCESS or @backingInt(info.signo) == 0) return null;
     return waitStatus(info.code, info.fields.common.second.sigchld.status);
 }
 
 /// waitpid(2)'s status word from waitid(2)'s (si_code, si_status).
 pub fn waitStatus(code: i32, status: i32) u32 {
     const s: u32 = @bitCast(status);
-    return switch (@as(linux.CLD, @enumFromInt(code))) {
+    return switch (@as(linux.CLD, @fromBackingInt(@intCast(code)))) {
         .EXITED => (s & 0xff) << 8,
         .KILLED => s & 0x7f,
         .DUMPED => (s & 0x7f) | 0x80,
@@ -305,9 +304,9 @@ test "eventfd round trip" {
 }
 
 test "wait status words match waitpid's" {
-    try std.testing.expect(linux.W.IFEXITED(waitStatus(@intFromEnum(linux.CLD.EXITED), 3)));
-    try std.testing.expectEqual(@as(u32, 3), linux.W.EXITSTATUS(waitStatus(@intFromEnum(linux.CLD.EXITED), 3)));
-    const killed = waitStatus(@intFromEnum(linux.CLD.KILLED), 9);
+    try std.testing.expect(linux.W.IFEXITED(waitStatus(@backingInt(linux.CLD.EXITED), 3)));
+    try std.testing.expectEqual(@as(u32, 3), linux.W.EXITSTATUS(waitStatus(@backingInt(linux.CLD.EXITED), 3)));
+    const killed = waitStatus(@backingInt(linux.CLD.KILLED), 9);
     try std.testing.expect(linux.W.IFSIGNALED(killed));
-    try std.testing.expectEqual(@as(u32, 9), @intFromEnum(linux.W.TERMSIG(killed)));
+    try std.testing.expectEqual(@as(u32, 9), @backingInt(linux.W.TERMSIG(killed)));
 }

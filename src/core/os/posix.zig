@@ -43,7 +43,7 @@ pub fn result(comptime T: type, rc: anytype) Result(T) {
 
 /// The errno libc left for the calling thread.
 pub fn errno() E {
-    return @enumFromInt(c._errno().*);
+    return @fromBackingInt(@intCast(c._errno().*));
 }
 
 // ------------------------------------------------ the common interface
@@ -88,7 +88,6 @@ pub fn futexWait(word: *const std.atomic.Value(u32), expect: u32, timeout_ns: u6
 pub fn futexWakeAll(word: *const std.atomic.Value(u32)) void {
     _ = word;
 }
-
 
 /// Makes `fd` non-blocking (O_NONBLOCK, the other status flags kept).
 pub fn setNonblocking(fd: fd_t) Error!void {
@@ -164,7 +163,7 @@ pub fn accept(fd: fd_t, addr: ?*sockaddr, len: ?*socklen_t) Result(fd_t) {
 }
 
 fn closeFailed(fd: fd_t) Result(fd_t) {
-    const e: E = @enumFromInt(@import("../sys.zig").last_errno);
+    const e: E = @fromBackingInt(@intCast(@import("../sys.zig").last_errno));
     close(fd);
     return .{ .err = e };
 }
