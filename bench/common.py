@@ -248,6 +248,9 @@ def machine_info(python_info):
         ).stdout.strip()
     except OSError:
         rev = ""
+    # Where git cannot answer (a chroot without git, or a worktree whose git
+    # directory lies outside what the chroot sees), the caller may say.
+    rev = rev or os.environ.get("ZLOOP_BENCH_GIT", "") or "unknown"
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
