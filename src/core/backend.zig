@@ -49,7 +49,10 @@ fn Of(comptime kind: Kind) type {
 
 /// The default backend's name (what `zloop.BACKEND` reports when
 /// `ZLOOP_BACKEND` is unset).
-pub const name = @tagName(@as(Kind, @fromBackingInt(@intCast(0))));
+pub const name = @tagName(default_kind);
+
+/// The default backend: the first of `Kind`.
+const default_kind: Kind = @fromBackingInt(0);
 
 /// This build's backends by name, the default first.
 pub const names = std.meta.fieldNames(Kind);
@@ -68,7 +71,7 @@ pub const env_var = "ZLOOP_BACKEND";
 
 /// Parses a backend name; "" means the default.
 pub fn parseKind(text: []const u8) ?Kind {
-    if (text.len == 0) return @fromBackingInt(@intCast(0));
+    if (text.len == 0) return default_kind;
     return std.meta.stringToEnum(Kind, text);
 }
 
@@ -76,8 +79,8 @@ pub fn parseKind(text: []const u8) ?Kind {
 /// `os.environ[...] = ...` in Python before the loop is created takes
 /// effect; a build without libc (the core's unit tests) sees the default.
 pub fn kindFromEnv() error{UnknownBackend}!Kind {
-    if (!builtin.link_libc) return @fromBackingInt(@intCast(0));
-    const raw = std.c.getenv(env_var) orelse return @fromBackingInt(@intCast(0));
+    if (!builtin.link_libc) return default_kind;
+    const raw = std.c.getenv(env_var) orelse return default_kind;
     return parseKind(std.mem.span(raw)) orelse {
         // The adapter raises OSError(EINVAL) from the last errno.
         sys.last_errno = @backingInt(sys.E.INVAL);
@@ -308,7 +311,7 @@ comptime {
 }
 
 test "backend names parse; unknown ones are refused" {
-    try std.testing.expectEqual(@as(?Kind, @fromBackingInt(@intCast(0))), parseKind(""));
+    try std.testing.expectEqual(@as(?Kind, default_kind), parseKind(""));
     if (is_linux) {
         try std.testing.expectEqual(@as(?Kind, .epoll), parseKind("epoll"));
         try std.testing.expectEqualStrings("epoll", name);
