@@ -105,11 +105,21 @@ pub const Hooks = struct {
 /// would grow without bound (asyncio's producers are held back by the
 /// `send()` and the GIL hand-off each post pays). So a producer that finds
 /// more than `high` posted callbacks waiting blocks until the loop has run
-/// them down to `low`; a bounded wait, and none at all while the loop makes
-/// no progress (it may be blocked on that very producer) beyond one in
-/// every `high` posts. The counts change under the adapter's lock (the
-/// GIL), as the ready queue does; `drained` and `waiters` are atomics
-/// because producers wait on them without that lock.
+/// them down to `low`, woken the moment it has.
+///
+/// Only while the loop drains: a loop blocked in a callback (one that joins
+/// the producer, or takes a lock the producer holds while it posts) runs
+/// nothing, and a producer waiting for it would only wait. A wait in which
+/// the loop runs no callback for `stall_ns` while the process sits idle
+/// ends then and marks the loop stalled: nobody waits until `high` more
+/// are posted or the loop has run `high` callbacks. So a stall costs its
+/// producers about `stall_ns` for every `high` posts (a wait that timed
+/// out cost 50 ms), and what a stall lets through stays bounded: a loop
+/// that runs again, or was only blocked for a moment (in a thread's
+/// `start()`), holds producers back again soon. The counts change under
+/// the adapter's lock (the GIL), as the ready queue does; `drained`,
+/// `waiters` and `Reactor.ran` are atomics because producers wait on them
+/// without that lock.
 pub const Posted = struct {
     /// Posted and neither run nor dropped yet.
     pending: usize = 0,
@@ -118,14 +128,18 @@ pub const Posted = struct {
     drained: std.atomic.Value(u32) = .init(0),
     /// Producers blocked in `awaitDrained` (or about to be).
     waiters: std.atomic.Value(u32) = .init(0),
-    /// `Reactor.ran` when a producer last waited in vain: the loop ran no
-    /// callback the whole time. Until it runs one, producers wait only
-    /// once `pending` reaches `stalled_until`.
+    /// `Reactor.ran` when a producer last found the loop stalled (see
+    /// above): nobody waits until the loop has run `high` callbacks since,
+    /// or `high` more are posted (`stalled_until`), whichever comes first.
     stalled_ran: ?u64 = null,
     stalled_until: usize = 0,
-    /// The longest one wait lasts: a wait that ends without the loop having
-    /// run a callback marks it stalled (see `stalled_ran`). A field, so that
-    /// a test can wait on an event rather than race this bound.
+    /// How long a waiting producer lets the loop run no callback before it
+    /// takes the loop for stalled. A callback that runs this long blocks
+    /// its loop's timers anyway; a loop that is draining runs one every
+    /// few microseconds. A field, so that a test can pick another.
+    stall_ns: u64 = 1 * std.time.ns_per_ms,
+    /// The longest one wait lasts while the loop runs callbacks but does
+    /// not get down to `low` (a loop that keeps posting to itself).
     wait_ns: u64 = 50 * std.time.ns_per_ms,
 
     /// Producers that find more waiting than this wait. asyncio's
@@ -135,7 +149,7 @@ pub const Posted = struct {
     /// ... until the loop has run the queue down to this.
     pub const low: usize = 1024;
 
-    pub const Outcome = enum { drained, timed_out };
+    pub const Outcome = enum { drained, stalled, timed_out };
 };
 
 pub const Reactor = struct {
@@ -145,6 +159,13 @@ pub const Reactor = struct {
     timers: timer_heap.TimerHeap = .{},
     watchers: std.ArrayList(?*IoWatcher) = .empty,
     events: [256]Event = undefined,
+    /// The last wait's events not dispatched yet: `events[event_next..
+    /// event_end]`. Some are left only when a handler aborted the pass (a
+    /// KeyboardInterrupt out of a server's protocol factory); the next pass
+    /// dispatches them before it waits again, so nothing the kernel
+    /// reported is lost (an entry it disarmed, a native receive's data).
+    event_next: usize = 0,
+    event_end: usize = 0,
     /// Where the backend wakes itself (`backend.wakesItself`), no fds:
     /// `read_fd` is `api.wake_fd`, the fd of the backend's wake-up events,
     /// and `write_fd` -1.
@@ -168,7 +189,7 @@ pub const Reactor = struct {
     next_child_serial: u32 = 0,
     /// Callbacks run so far (wrapping): the loop's progress, as producers
     /// held back by `posted` see it.
-    ran: u64 = 0,
+    ran: std.atomic.Value(u64) = .init(0),
     posted: Posted = .{},
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
@@ -299,8 +320,8 @@ pub const Reactor = struct {
     pub fn postersShouldWait(r: *const Reactor) bool {
         const p = &r.posted;
         if (p.pending <= Posted.high) return false;
-        if (p.stalled_ran) |stalled| if (stalled == r.ran) return p.pending >= p.stalled_until;
-        return true;
+        const stalled = p.stalled_ran orelse return true;
+        return p.pending >= p.stalled_until or r.ran.raw -% stalled >= Posted.high;
     }
 
     /// What a producer reads, under the lock, before `awaitDrained`.
@@ -309,29 +330,53 @@ pub const Reactor = struct {
     /// Registers a producer about to wait (under the lock).
     pub fn postWaitBegin(r: *Reactor) PostWait {
         _ = r.posted.waiters.fetchAdd(1, .monotonic);
-        return .{ .drained = r.posted.drained.load(.acquire), .ran = r.ran };
+        return .{ .drained = r.posted.drained.load(.acquire), .ran = r.ran.raw };
     }
 
     /// Blocks, WITHOUT the lock, until the loop drains the posted queue to
-    /// `Posted.low` (or stops), or `posted.wait_ns` passes. Touches only
-    /// atomics: the loop may close meanwhile.
+    /// `Posted.low` (or stops), or is found stalled, or `posted.wait_ns`
+    /// passes. Stalled: it ran no callback for `posted.stall_ns` while the
+    /// process sat idle (it used less than half that in CPU time). A loop
+    /// that runs nothing while the process is busy waits for the GIL,
+    /// which other producers hold, and will drain once it has it. Touches
+    /// only atomics: the loop may close meanwhile.
     pub fn awaitDrained(r: *Reactor, w: PostWait) Posted.Outcome {
         defer _ = r.posted.waiters.fetchSub(1, .monotonic);
-        const deadline_s = sys.monotonic_s() + @as(f64, @floatFromInt(r.posted.wait_ns)) * 1e-9;
+        const stall_s = nsToS(r.posted.stall_ns);
+        var mark_s = sys.monotonic_s();
+        var mark_cpu_s = sys.processCpu_s();
+        var ran = w.ran;
+        const deadline_s = mark_s + nsToS(r.posted.wait_ns);
         while (r.posted.drained.load(.acquire) == w.drained) {
-            const left_s = deadline_s - sys.monotonic_s();
-            if (!(left_s > 0)) return .timed_out;
-            sys.futexWait(&r.posted.drained, w.drained, @intFromFloat(left_s * 1e9));
+            const t = sys.monotonic_s();
+            const ran_now = r.ran.load(.monotonic);
+            if (ran_now != ran or t - mark_s >= stall_s) {
+                const cpu_s = sys.processCpu_s();
+                if (ran_now == ran and cpu_s - mark_cpu_s < (t - mark_s) / 2) return .stalled;
+                ran = ran_now;
+                mark_s = t;
+                mark_cpu_s = cpu_s;
+            }
+            const until_s = @min(deadline_s, mark_s + stall_s);
+            if (!(until_s > t)) return .timed_out;
+            sys.futexWait(&r.posted.drained, w.drained, @intFromFloat((until_s - t) * 1e9));
         }
         return .drained;
     }
 
-    /// After `awaitDrained`, under the lock again: a wait that timed out
-    /// while the loop ran no callback marks it stalled.
+    fn nsToS(ns: u64) f64 {
+        return @as(f64, @floatFromInt(ns)) * 1e-9;
+    }
+
+    /// After `awaitDrained`, under the lock again: a wait that found the
+    /// loop stalled, or reached its bound without the loop running one
+    /// callback, marks it stalled (see `Posted`).
     pub fn postWaitEnd(r: *Reactor, w: PostWait, outcome: Posted.Outcome) void {
-        if (outcome != .timed_out or r.ran != w.ran) return;
-        r.posted.stalled_ran = r.ran;
-        r.posted.stalled_until = r.posted.pending +| Posted.high;
+        const still = r.ran.raw == w.ran;
+        if (outcome == .stalled or (outcome == .timed_out and still)) {
+            r.posted.stalled_ran = r.ran.raw;
+            r.posted.stalled_until = r.posted.pending +| Posted.high;
+        }
     }
 
     pub fn addTimer(r: *Reactor, t: *Timer) error{OutOfMemory}!void {
@@ -379,12 +424,27 @@ pub const Reactor = struct {
     /// (a paused native receive's data included): the fd may close next.
     pub fn detach(r: *Reactor, w: *IoWatcher) void {
         std.debug.assert(r.watcherFor(w.fd) == w);
+        r.dropEventsFor(w.fd);
         const how: backend.api.Arm = .{ .registered = w.registered, .forget = true, .borrowed = w.borrowed };
         r.backend.setInterest(w.fd, w.interest, .{}, how) catch {};
         if (!w.interest.none()) w.registered = false;
         w.interest = .{};
         w.recv_applied = false;
         r.watchers.items[@intCast(w.fd)] = null;
+    }
+
+    /// Events of the last wait not dispatched yet that name `fd` are the
+    /// detached watcher's: none may reach a watcher that takes the number
+    /// next. Emptied where they lie (no readiness, no receive; see
+    /// `dispatchEvents`), a receive's buffer back to the kernel. Nothing
+    /// to look at unless a handler running user code detaches (a protocol
+    /// factory closing another connection) or a pass aborted.
+    fn dropEventsFor(r: *Reactor, fd: sys.fd_t) void {
+        for (r.events[r.event_next..r.event_end]) |*ev| {
+            if (ev.fd != fd) continue;
+            if (ev.recv) |rv| if (rv.res > 0) r.recycleRecvBuffer(rv.buffer);
+            ev.* = .{ .fd = fd, .readable = false, .writable = false };
+        }
     }
 
     /// The file `w` was registered for is gone from its fd number (closed
@@ -475,33 +535,10 @@ pub const Reactor = struct {
     pub fn runOnce(r: *Reactor) (RunError || error{OutOfMemory})!void {
         // Left over from a pass that aborted inside a flush.
         try r.runFlushes();
-        const timeout_ms = r.timeoutMs();
-        // After a wait that blocked and woke on events, the pass that
-        // follows (the task their callbacks woke, typically) does not poll
-        // first: a non-blocking poll microseconds after the blocking one
-        // costs a syscall and finds nothing, nearly always. What it would
-        // have found is dispatched one pass later, which is the same as
-        // that I/O arriving a moment later; the pass after this one polls
-        // again, so I/O never waits behind more than one pass.
-        const skip = timeout_ms == 0 and r.woke_on_events;
-        const n = if (skip) 0 else try r.wait(timeout_ms);
-        r.woke_on_events = !skip and timeout_ms != 0 and n > 0;
-        for (r.events[0..n]) |ev| {
-            if (ev.fd == r.waker.read_fd) {
-                r.drainWake();
-                continue;
-            }
-            const w = r.watcherFor(ev.fd) orelse {
-                if (backend.child_duty != .never) {
-                    if (api.childSerial(ev.fd)) |serial| try r.childExited(serial);
-                }
-                // Removed by an earlier event's handler: nobody reads it.
-                if (ev.recv) |rv| if (rv.res > 0) r.recycleRecvBuffer(rv.buffer);
-                continue;
-            };
-            if (w.oneshot) w.interest = .{}; // the kernel disarmed it
-            try w.on_ready(w, ev);
-        }
+        // Events left by a pass that aborted in a handler go first, and
+        // this pass does not wait.
+        if (r.event_next == r.event_end) try r.waitForEvents();
+        try r.dispatchEvents();
         const end_s = sys.monotonic_s() + r.clock_resolution_s;
         while (r.timers.peek()) |t| {
             if (t.when_s >= end_s) break;
@@ -514,12 +551,55 @@ pub const Reactor = struct {
         var todo = r.ready.len;
         while (todo > 0) : (todo -= 1) {
             const cb = r.ready.pop().?;
-            r.ran +%= 1;
+            // One writer (the loop); producers read it while they wait.
+            r.ran.store(r.ran.raw +% 1, .monotonic);
             const result = cb.run(cb);
             // What the callback deferred goes out even if it aborts the
             // loop (a KeyboardInterrupt must not eat written bytes).
             if (r.flushes != null) try r.runFlushes();
             try result;
+        }
+    }
+
+    /// The pass's wait (see `runOnce`): its events into `events`.
+    fn waitForEvents(r: *Reactor) RunError!void {
+        const timeout_ms = r.timeoutMs();
+        // After a wait that blocked and woke on events, the pass that
+        // follows (the task their callbacks woke, typically) does not poll
+        // first: a non-blocking poll microseconds after the blocking one
+        // costs a syscall and finds nothing, nearly always. What it would
+        // have found is dispatched one pass later, which is the same as
+        // that I/O arriving a moment later; the pass after this one polls
+        // again, so I/O never waits behind more than one pass.
+        const skip = timeout_ms == 0 and r.woke_on_events;
+        const n = if (skip) 0 else try r.wait(timeout_ms);
+        r.woke_on_events = !skip and timeout_ms != 0 and n > 0;
+        r.event_next = 0;
+        r.event_end = n;
+    }
+
+    /// Hands the waited events to their watchers, in order. A handler
+    /// that aborts leaves the rest for the next pass.
+    fn dispatchEvents(r: *Reactor) RunError!void {
+        while (r.event_next < r.event_end) {
+            const ev = r.events[r.event_next];
+            r.event_next += 1;
+            if (ev.fd == r.waker.read_fd) {
+                r.drainWake();
+                continue;
+            }
+            const w = r.watcherFor(ev.fd) orelse {
+                if (backend.child_duty != .never) {
+                    if (api.childSerial(ev.fd)) |serial| try r.childExited(serial);
+                }
+                // Removed by an earlier event's handler: nobody reads it.
+                if (ev.recv) |rv| if (rv.res > 0) r.recycleRecvBuffer(rv.buffer);
+                continue;
+            };
+            // Emptied by `dropEventsFor`: its watcher is gone.
+            if (!ev.readable and !ev.writable and ev.recv == null) continue;
+            if (w.oneshot) w.interest = .{}; // the kernel disarmed it
+            try w.on_ready(w, ev);
         }
     }
 
@@ -875,7 +955,7 @@ const PostedProbe = struct {
     }
 };
 
-test "posters wait above high until the loop runs the queue down to low; not on a stalled loop" {
+test "posters wait above high until the loop runs the queue down to low; a stalled loop is seen at once" {
     try eachBackend(casePostersWait);
 }
 
@@ -887,17 +967,26 @@ fn casePostersWait(r: *Reactor) !void {
         try r.callSoonPosted(&p.cb);
     }
     try std.testing.expect(r.postersShouldWait());
-    // Nobody runs the loop: the wait ends at its bound, and the loop counts
-    // as stalled, so posters go on without waiting.
+    // Nobody runs the loop and the process is idle: the wait ends after
+    // `stall_ns`, long before its bound, and the loop counts as stalled,
+    // so posters go on without waiting until they have posted `high` more
+    // (or it has run `high` callbacks).
+    r.posted.stall_ns = std.time.ns_per_ms;
+    r.posted.wait_ns = std.time.ns_per_hour;
     const idle = r.postWaitBegin();
-    try std.testing.expectEqual(Posted.Outcome.timed_out, r.awaitDrained(idle));
-    r.postWaitEnd(idle, .timed_out);
+    try std.testing.expectEqual(Posted.Outcome.stalled, r.awaitDrained(idle));
+    r.postWaitEnd(idle, .stalled);
     try std.testing.expect(!r.postersShouldWait());
+    r.posted.pending += Posted.high - 1;
+    try std.testing.expect(!r.postersShouldWait());
+    r.posted.pending += 1;
+    try std.testing.expect(r.postersShouldWait());
+    r.posted.pending -= Posted.high;
     try std.testing.expectEqual(@as(u32, 0), r.posted.waiters.load(.monotonic));
     // The loop runs on another thread: the wait ends once the queue is down
     // to `low` (the pass runs the rest too). No bound to race here: on a
     // busy machine that thread may not run for a while.
-    r.posted.wait_ns = std.time.ns_per_hour;
+    r.posted.stall_ns = std.time.ns_per_hour;
     const waiting = r.postWaitBegin();
     const Pass = struct {
         fn run(rr: *Reactor, failed: *bool) void {

@@ -48,6 +48,7 @@ pub threadlocal var last_errno: u16 = 0;
 
 // Every platform file offers the whole interface (checked below).
 pub const monotonic_s = impl.monotonic_s;
+pub const processCpu_s = impl.processCpu_s;
 pub const close = impl.close;
 pub const read = impl.read;
 pub const write = impl.write;
@@ -90,7 +91,7 @@ const interface = [_][]const u8{
     "accept",       "recv",          "recvfrom",      "send",          "sendto",
     "sendv",        "iov_max",       "shutdownWrite", "bytesReadable", "sendfile",
     "PathStat",     "statPath",      "unlink",        "noSigpipe",     "futexWait",
-    "futexWakeAll", "sock_nonblock", "sockName",      "setTcpNodelay",
+    "futexWakeAll", "sock_nonblock", "sockName",      "setTcpNodelay", "processCpu_s",
 };
 
 comptime {

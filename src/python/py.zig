@@ -172,6 +172,27 @@ pub fn fetchException() ?*Obj {
     return v;
 }
 
+/// The exception on its way out of the loop (a KeyboardInterrupt or
+/// SystemExit a callback raised), set aside while the loop finishes its
+/// own work after that callback (work that may call Python, which must
+/// not run with an exception pending), and put back by `restore`.
+pub const Aside = struct {
+    exc: ?*Obj,
+
+    pub fn take() Aside {
+        return .{ .exc = if (c.PyErr_Occurred() != null) fetchException() else null };
+    }
+
+    /// Puts the set-aside exception back. Should the work have raised
+    /// one of its own meanwhile, the first wins, as the loop was
+    /// leaving for it already; the second is printed, not lost.
+    pub fn restore(a: Aside) void {
+        const exc = a.exc orelse return;
+        if (c.PyErr_Occurred() != null) c.PyErr_WriteUnraisable(null);
+        restoreException(exc);
+    }
+};
+
 pub fn restoreException(exc: *Obj) void {
     if (@hasDecl(c, "PyErr_SetRaisedException")) {
         c.PyErr_SetRaisedException(exc);

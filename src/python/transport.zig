@@ -650,6 +650,29 @@ pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
 /// are dropped, as asyncio's close() leaves unread data in the socket.
 fn deliverRx(t: *Transport) core.RunError!void {
     const in = t.inner.?;
+    const delivered = deliverRxItems(t);
+    const l = object.loopOf(t);
+    if (!in.rxPending()) {
+        in.rx.clear();
+        in.rx_head = 0;
+    } else if (in.closing or in.read_eof) {
+        releaseRx(in, l);
+    } else if (in.reading()) {
+        // A callback raised KeyboardInterrupt or SystemExit out of the
+        // loop: the rest goes on the next run, as asyncio's reader, still
+        // registered, reads it then.
+        shared.queueIo(in) catch {};
+    } else if (l.has_reactor) {
+        for (in.rx.items[in.rx_head..]) |*item| if (item.id) |id| {
+            l.recv_pool.refill(&l.reactor, id);
+            item.id = null;
+        };
+    }
+    return delivered;
+}
+
+fn deliverRxItems(t: *Transport) core.RunError!void {
+    const in = t.inner.?;
     while (in.rxPending() and in.reading()) {
         // Taken off the queue first: a close() in the protocol's callback
         // releases what is queued (`releaseRx`), not this one.
@@ -671,18 +694,6 @@ fn deliverRx(t: *Transport) core.RunError!void {
         } else {
             try fatalErrno(t, @intCast(-item.res), names.msg_read);
         }
-    }
-    const l = object.loopOf(t);
-    if (!in.rxPending()) {
-        in.rx.clear();
-        in.rx_head = 0;
-    } else if (in.closing or in.read_eof) {
-        releaseRx(in, l);
-    } else if (l.has_reactor) {
-        for (in.rx.items[in.rx_head..]) |*item| if (item.id) |id| {
-            l.recv_pool.refill(&l.reactor, id);
-            item.id = null;
-        };
     }
 }
 
@@ -749,7 +760,7 @@ fn deliverJoined(t: *Transport, index: usize, count: usize) core.RunError!void {
     sizeBytes(data, size);
     py.incref(data); // keeps it alive through the call, to see if it came back
     const delivered = deliver(t, data);
-    const flushed = uncork(t);
+    const flushed = uncorkAfter(t, delivered);
     if (c.Py_REFCNT(data) > 1) in.keeps_data = true;
     returnSpare(l, data);
     try delivered;
@@ -808,7 +819,7 @@ fn deliverPlain(t: *Transport, item: Rx) core.RunError!void {
     }
     py.incref(data); // keeps it alive through the call, to see if it came back
     const delivered = deliver(t, data);
-    const flushed = uncork(t);
+    const flushed = uncorkAfter(t, delivered);
     if (c.Py_REFCNT(data) > 1) in.keeps_data = true;
     returnRx(l, id, data);
     try delivered;
@@ -968,7 +979,7 @@ fn readLent(t: *Transport) core.RunError!void {
     const delivered = deliver(t, lent);
     // Held writes of it (an echo's) go now, as they would when this
     // callback returns: what still holds it after that is the protocol.
-    const flushed = uncork(t);
+    const flushed = uncorkAfter(t, delivered);
     // `in` outlives the call: dispatchReady holds the transport.
     if (c.Py_REFCNT(lent) > 1) in.keeps_data = true;
     giveBack(l, &l.read_lent, lent, read_lent_bytes);
@@ -1498,11 +1509,14 @@ fn begin(t: *Transport) core.RunError!void {
     in.start_ctx = null;
     defer py.decref(cb);
     defer py.decref(ctx);
-    try callIn(t, ctx, cb, py.obj(t));
+    const made = callIn(t, ctx, cb, py.obj(t));
     // Only once connection_made ran may data arrive; `in.context` is the
-    // reading context already.
+    // reading context already. Reading starts even when connection_made
+    // raised KeyboardInterrupt or SystemExit out of the loop: asyncio's
+    // reader is a second handle, which the next run still runs.
     in.started = true;
     updateInterest(t);
+    return made;
 }
 
 /// asyncio's `_call_connection_lost(exc)` handle.
@@ -2041,7 +2055,26 @@ fn flushCork(cb: *core.Callback) core.RunError!void {
     const in: *Inner = @fieldParentPtr("flush", f);
     const t = in.owner;
     defer py.decref(py.obj(t));
+    // Also after a callback that raised KeyboardInterrupt or SystemExit
+    // (the reactor flushes then too): its exception waits meanwhile.
+    const aside = py.Aside.take();
+    defer aside.restore();
     if (!uncork(t)) try pendingToRun(t);
+}
+
+/// `uncork` once the callback that held the writes returned `called`,
+/// which may have raised KeyboardInterrupt or SystemExit out of the loop:
+/// what it wrote goes out all the same (asyncio's writes had gone out
+/// already), its exception set aside meanwhile (an error of the flush
+/// itself is then printed: see `py.Aside`).
+fn uncorkAfter(t: *Transport, called: core.RunError!void) bool {
+    called catch {
+        const aside = py.Aside.take();
+        defer aside.restore();
+        _ = uncork(t);
+        return true;
+    };
+    return uncork(t);
 }
 
 /// The loop closes with the flush unrun (a pass aborted inside a flush).

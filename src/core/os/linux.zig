@@ -50,6 +50,18 @@ pub fn monotonic_s() f64 {
     return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
 }
 
+/// CPU time the whole process has used, in seconds (every thread's).
+pub fn processCpu_s() f64 {
+    if (!builtin.link_libc) {
+        var ts: linux.timespec = undefined;
+        _ = linux.clock_gettime(.PROCESS_CPUTIME_ID, &ts);
+        return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
+    }
+    var ts: std.c.timespec = undefined;
+    _ = std.c.clock_gettime(.PROCESS_CPUTIME_ID, &ts);
+    return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
+}
+
 pub fn close(fd: fd_t) void {
     _ = linux.close(fd);
 }

@@ -55,6 +55,13 @@ pub fn monotonic_s() f64 {
     return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
 }
 
+/// CPU time the whole process has used, in seconds (every thread's).
+pub fn processCpu_s() f64 {
+    var ts: c.timespec = undefined;
+    _ = c.clock_gettime(.PROCESS_CPUTIME_ID, &ts);
+    return @as(f64, @floatFromInt(ts.sec)) + @as(f64, @floatFromInt(ts.nsec)) * 1e-9;
+}
+
 pub fn close(fd: fd_t) void {
     _ = c.close(fd);
 }
