@@ -31,6 +31,7 @@ from ._zloop import (
     SocketTransportCore,
     _install_net,
     _path_stat as _native_path_stat,
+    _sock_fd,
     _sock_recv_into_ready,
     _unlink,
 )
@@ -170,7 +171,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
         # transport holding the fd for ever.
         connection_made = protocol.connection_made
         self._protocol_connected = True
-        self._setup(loop, sock.fileno(), protocol, _reads(protocol), sock if borrowed else None)
+        self._setup(loop, _sock_fd(sock), protocol, _reads(protocol), sock if borrowed else None)
         if server is not None:
             server._attach(self)
         _set_nodelay(sock)
@@ -377,7 +378,7 @@ class _Acceptor(AcceptorCore):
         # served; the native side then asks it for its fd before each accept.
         self._sock = sock
         owner = sock if borrowed else None
-        self._start(loop, sock.fileno(), sock.family, sock.type, sock.proto, backlog, callback, args, owner)
+        self._start(loop, _sock_fd(sock), sock.family, sock.type, sock.proto, backlog, callback, args, owner)
 
     def __repr__(self):
         state = "paused" if self._paused else "serving" if self._serving else "closed"
@@ -566,7 +567,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return op(sock)
         except (BlockingIOError, InterruptedError):
             pass
-        return await self._sock_wait_for(sock.fileno(), not read, self._sock_try, sock, op)
+        return await self._sock_wait_for(_sock_fd(sock), not read, self._sock_try, sock, op)
 
     # ------------------------------------------------------ sock_* API
 
@@ -580,7 +581,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             pass
-        return await self._sock_wait_for(sock.fileno(), False, _sock_recv_into_ready, sock, buf)
+        return await self._sock_wait_for(_sock_fd(sock), False, _sock_recv_into_ready, sock, buf)
 
     # The method is looked up on the socket at each attempt, as asyncio's
     # retry callbacks do (a socket object whose method is swapped between
@@ -607,7 +608,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             return
         except (BlockingIOError, InterruptedError):
             pass
-        return await self._sock_wait_for(sock.fileno(), True, self._sock_connect_ready, sock, address)
+        return await self._sock_wait_for(_sock_fd(sock), True, self._sock_connect_ready, sock, address)
 
     @staticmethod
     def _sock_connect_ready(fut, fd, sock, address):
@@ -1046,14 +1047,14 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if sock.family in _NATIVE_ACCEPT_FAMILIES:
             borrowed = getattr(server, "_borrowed", False)
             return _Acceptor(self, sock, backlog, self._accept_one, protocol_factory, server, borrowed=borrowed)
-        self._add_reader_for(sock, sock.fileno(), self._accept_ready, protocol_factory, sock, server, backlog)
+        self._add_reader_for(sock, _sock_fd(sock), self._accept_ready, protocol_factory, sock, server, backlog)
         return None
 
     def _stop_serving(self, sock, acceptor=None):
         if acceptor is not None:
             acceptor.close()
         elif not self.is_closed():
-            self._remove_reader(sock.fileno())
+            self._remove_reader(_sock_fd(sock))
         sock.close()
 
     def _accept_ready(self, protocol_factory, sock, server, backlog):
@@ -1075,7 +1076,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                         "socket": trsock.TransportSocket(sock),
                     }
                 )
-                self._remove_reader(sock.fileno())
+                self._remove_reader(_sock_fd(sock))
                 self.call_later(_ACCEPT_RETRY_DELAY_S, self._start_serving, protocol_factory, sock, server, backlog)
                 return
             self._accept_one(protocol_factory, server, conn, addr)

@@ -27,6 +27,7 @@ from asyncio import constants, exceptions, protocols
 # non-blocking socket, which tools that patch os to find blocking calls in
 # user code (blockbuster) would otherwise flag (fileops.zig).
 from ._zloop import _sendfile as _sendfile_call
+from ._zloop import _sock_fd
 
 # Linux sends at most this many bytes per sendfile(2) call (MAX_RW_COUNT).
 _MAX_SENDFILE_BYTES = 0x7FFFF000
@@ -153,7 +154,7 @@ class _SendfileJob:
                     return self._finish(None)
             try:
                 sock = self._sock
-                if sock is None or sock.fileno() != self._sock_fd:
+                if sock is None or _sock_fd(sock) != self._sock_fd:
                     raise OSError(errno.EBADF, os.strerror(errno.EBADF))
                 n = _sendfile_call(self._sock_fd, self._file_fd, self._offset, want)
             except (BlockingIOError, InterruptedError):
@@ -217,7 +218,7 @@ class SendfileMixin:
         if not (count or size):
             return 0  # an empty file (asyncio sends nothing either)
         fut = self.create_future()
-        fd = sock.fileno()
+        fd = _sock_fd(sock)
         job = _SendfileJob(fut, sock, fd, fileno, offset, count)
         job.step()
         if not fut.done():

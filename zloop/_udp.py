@@ -15,7 +15,7 @@ from asyncio import futures, transports, trsock
 
 from . import _flow
 from ._net import _SocketOwner, _remove_stale_unix_socket
-from ._zloop import DatagramTransportCore
+from ._zloop import DatagramTransportCore, _sock_fd
 
 logger = logging.getLogger("asyncio")
 
@@ -76,7 +76,7 @@ class _DatagramTransport(_SocketOwner, DatagramTransportCore, transports.Transpo
         self._loop = loop
         self._setup(
             loop,
-            sock.fileno(),
+            _sock_fd(sock),
             protocol,
             address,
             bool(self._extra["peername"]),

@@ -12,12 +12,14 @@
 //!
 //! Asking is cheap: `socket.socket` (a subclass of `_socket.socket`) keeps
 //! its fd in `PySocketSockObject.sock_fd`, the first field after the object
-//! header, which `close()` and `detach()` set to -1. For a socket of
-//! exactly that class (nearly every socket), the loop reads the field
-//! directly once `init` has checked, on a real socket, that it is where
-//! this file expects it (and what `fileno()` says); for any other object,
-//! a subclass included (its `fileno()` may say otherwise), it calls
-//! `fileno()`, which is what gave the loop the number in the first place.
+//! header, which `close()` and `detach()` set to -1. For any socket (an
+//! instance of `_socket.socket`, user subclasses included), the loop reads
+//! the field directly once `init` has checked, on a real socket, that it
+//! is where this file expects it (and what `fileno()` says). A subclass's
+//! `fileno()` is not asked: the socket's own `send`/`recv`, which asyncio
+//! calls, work on that field too, so a `fileno()` that lies (another
+//! connection's number), fails or gives no fd sends nothing anywhere else.
+//! Any other object is asked through `fileno()`.
 const std = @import("std");
 const py = @import("py.zig");
 const c = py.c;
@@ -86,12 +88,24 @@ fn layoutMatches(cls: *Obj) ?bool {
 /// -1 once closed or detached, or when `fileno()` fails or gives no int.
 /// Never leaves a Python error set.
 pub fn fdOf(o: *Obj) i32 {
+    return socketFd(o) orelse fdByCall(o);
+}
+
+/// A socket's own fd (-1 once closed or detached), null for an object that
+/// is no socket (or when the layout could not be checked).
+pub fn socketFd(o: *Obj) ?i32 {
+    const base = socket_base orelse return null;
     const tp = c.Py_TYPE(o);
-    if (socket_class != null and (tp == socket_class or tp == socket_base)) {
-        const head: *SocketHead = @ptrCast(@alignCast(o));
-        return head.sock_fd;
-    }
-    return fdByCall(o);
+    if (tp != socket_class and tp != base and c.PyType_IsSubtype(tp, base) == 0) return null;
+    const head: *SocketHead = @ptrCast(@alignCast(o));
+    return head.sock_fd;
+}
+
+/// `o.fileno()` as the loop reads it: a socket's own fd (see the file's
+/// header), else what `fileno()` returns (null with its error set).
+pub fn fileno(o: *Obj) ?*Obj {
+    if (socketFd(o)) |fd| return c.PyLong_FromLong(fd);
+    return c.PyObject_CallMethodNoArgs(o, name_fileno);
 }
 
 fn fdByCall(o: *Obj) i32 {

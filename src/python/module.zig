@@ -34,11 +34,18 @@ fn install(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(
     return py.newref(py.none());
 }
 
+/// `_sock_fd(sock)`: the fd the loop works on for `sock` (`borrowed.fileno`:
+/// a socket's own, whatever a subclass's `fileno()` says).
+fn sockFd(_: ?*Obj, sock: ?*Obj) callconv(.c) ?*Obj {
+    return borrowed.fileno(sock.?);
+}
+
 var methods = [_]c.PyMethodDef{
     py.methodFast("_install", install, null),
     py.methodNoArgs("_malloc_primed", loop.mallocPrimed, null),
     py.methodFast("_install_net", transport.installNet, null),
     py.methodNoArgs("_selected_backend", loop.selectedBackend, null),
+    py.methodO("_sock_fd", sockFd, null),
     py.sentinel_method,
 };
 

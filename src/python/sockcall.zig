@@ -21,6 +21,7 @@ const sockio = @import("sockio.zig");
 const loop_mod = @import("loop.zig");
 const sockops = @import("sockops.zig");
 const accept = @import("accept.zig");
+const borrowed = @import("borrowed.zig");
 
 const Op = enum(u8) { recv, sendall };
 const Step = enum(u8) { fresh, waiting, finished };
@@ -31,7 +32,7 @@ pub const SockCall = extern struct {
     sock: ?*Obj,
     /// `n` for recv, the data for sendall.
     arg: ?*Obj,
-    /// From `sock.fileno()` at the first step.
+    /// The socket's fd (`borrowed.fileno`) at the first step.
     fd_obj: ?*Obj,
     /// While waiting: the future and its iterator (`fut.__await__()`).
     fut: ?*Obj,
@@ -46,7 +47,6 @@ const Names = struct {
     sock: *Obj,
     n: *Obj,
     data: *Obj,
-    fileno: *Obj,
     check_sock: *Obj,
     throw: *Obj,
 };
@@ -105,7 +105,7 @@ fn start(s: *SockCall, out: *?*Obj) c.PySendResult {
         const r = py.callMethod(s.loop.?, names.check_sock, .{sock}) orelse return c.PYGEN_ERROR;
         py.decref(r);
     }
-    const fd_obj = py.callMethod(sock, names.fileno, .{}) orelse return c.PYGEN_ERROR;
+    const fd_obj = borrowed.fileno(sock) orelse return c.PYGEN_ERROR;
     s.fd_obj = fd_obj;
     // A closed socket's fileno() is -1: fail as its recv()/send() would.
     if (c.PyLong_Check(fd_obj) != 0 and c.PyLong_AsLong(fd_obj) == -1) {
@@ -407,7 +407,6 @@ pub fn initType(module: *Obj) bool {
         .sock = py.intern("sock"),
         .n = py.intern("n"),
         .data = py.intern("data"),
-        .fileno = py.intern("fileno"),
         .check_sock = py.intern("_check_sock"),
         .throw = py.intern("throw"),
     };

@@ -2378,7 +2378,12 @@ fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     if (in.closing or in.eof) return py.newref(py.none());
     if (!uncork(py.cast(Transport, self.?))) return null;
     in.eof = true;
-    if (in.pending() == 0) sockio.shutdownWrite(in.sysFd());
+    if (in.pending() > 0) return py.newref(py.none());
+    // A user's socket closed under the transport: asyncio's
+    // `sock.shutdown()` raises EBADF out of write_eof().
+    const fd = in.sysFd();
+    if (fd < 0) return py.raiseErrno(sockio.ebadf);
+    sockio.shutdownWrite(fd);
     return py.newref(py.none());
 }
 
