@@ -2,6 +2,7 @@
 //! timers, fd readiness and the run loop live here; the Python subclass in
 //! `zloop/_loop.py` adds the cold paths (executors, DNS, signals, servers).
 const std = @import("std");
+const trim = @import("trim.zig");
 const core = @import("core");
 const py = @import("py.zig");
 const c = py.c;
@@ -157,6 +158,8 @@ fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
 fn beforeWait(ctx: *anyopaque) void {
     const loop: *Loop = @ptrCast(@alignCast(ctx));
     loop.tstate = c.PyEval_SaveThread();
+    // The loop has nothing to do: memory a burst freed goes back now.
+    _ = trim.maybeTrim();
 }
 
 fn afterWait(ctx: *anyopaque) void {

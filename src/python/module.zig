@@ -15,6 +15,7 @@ const accept = @import("accept.zig");
 const fileops = @import("fileops.zig");
 const server = @import("server.zig");
 const borrowed = @import("borrowed.zig");
+const trim = @import("trim.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
 /// cold-path helpers and asyncio's futures and tasks modules (whose current
@@ -40,12 +41,18 @@ fn sockFd(_: ?*Obj, sock: ?*Obj) callconv(.c) ?*Obj {
     return borrowed.fileno(sock.?);
 }
 
+/// `_trims()`: how many times a loop gave freed memory back (trim.zig).
+fn trims(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    return c.PyLong_FromUnsignedLong(trim.trims.load(.monotonic));
+}
+
 var methods = [_]c.PyMethodDef{
     py.methodFast("_install", install, null),
     py.methodNoArgs("_malloc_primed", loop.mallocPrimed, null),
     py.methodFast("_install_net", transport.installNet, null),
     py.methodNoArgs("_selected_backend", loop.selectedBackend, null),
     py.methodO("_sock_fd", sockFd, null),
+    py.methodNoArgs("_trims", trims, null),
     py.sentinel_method,
 };
 

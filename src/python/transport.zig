@@ -43,6 +43,7 @@ const handle = @import("handle.zig");
 const sockaddr = @import("sockaddr.zig");
 const server = @import("server.zig");
 const borrowed = @import("borrowed.zig");
+const trim = @import("trim.zig");
 const sockio = @import("sockio.zig");
 const transport_object = @import("transport_object.zig");
 pub const object = transport_object.Object(@This());
@@ -342,6 +343,7 @@ const Seg = struct {
     owner: ?*Obj,
 
     fn release(s: *Seg) void {
+        trim.released(if (s.owner != null) s.end else s.cap);
         if (s.owner) |o| py.decref(o) else gpa.free(s.base[0..s.cap]);
         s.* = undefined;
     }
