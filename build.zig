@@ -6,6 +6,7 @@
 //!   zig build test [-Dportable=true]
 //!   zig build test-portable    (the core's tests on the portable path)
 //!   zig build check-kqueue     (compile-only, for macOS and FreeBSD)
+//!   zig build check-abi        (check-kqueue, and Linux x86_64 and aarch64)
 //!
 //! `-Dportable=true` makes a Linux build take the portable path of the OS
 //! layer (libc, a pipe for eventfd, accept + fcntl, ...) and offer the
@@ -38,15 +39,31 @@ pub fn build(b: *std.Build) void {
     // Real kqueue cannot run on these Linux machines; compiling and linking
     // the core and its tests for macOS and FreeBSD against their libc at
     // least proves that it builds (the emulation on Linux runs the same
-    // backend).
-    const cross_step = b.step("check-kqueue", "Compile and link the core's tests for macOS and FreeBSD (no run)");
-    for ([_][]const u8{ "aarch64-macos", "x86_64-macos", "x86_64-freebsd" }) |triple| {
-        const query = std.Target.Query.parse(.{ .arch_os_abi = triple }) catch unreachable;
-        const cross = coreTests(b, b.resolveTargetQuery(query), optimize, true);
+    // backend), and its OS constants and layouts are those of the target's
+    // headers (`src/core/os/abi.zig`: a difference fails the compile).
+    const cross_step = b.step("check-kqueue", "Compile and link the core's tests for macOS " ++
+        "and FreeBSD, their OS constants checked against the target's headers (no run)");
+    // Every release target, Linux's included (aarch64's numbers are not
+    // all x86_64's), in both OS layers where it has two.
+    const abi_step = b.step("check-abi", "check-kqueue, and the same for Linux x86_64 and " ++
+        "aarch64, default and portable (no run)");
+    abi_step.dependOn(cross_step);
+    const checks = [_]struct { triple: []const u8, portable: bool, step: *std.Build.Step }{
+        .{ .triple = "aarch64-macos", .portable = true, .step = cross_step },
+        .{ .triple = "x86_64-macos", .portable = true, .step = cross_step },
+        .{ .triple = "x86_64-freebsd", .portable = true, .step = cross_step },
+        .{ .triple = "x86_64-linux-gnu", .portable = false, .step = abi_step },
+        .{ .triple = "x86_64-linux-gnu", .portable = true, .step = abi_step },
+        .{ .triple = "aarch64-linux-gnu", .portable = false, .step = abi_step },
+        .{ .triple = "aarch64-linux-gnu", .portable = true, .step = abi_step },
+    };
+    for (checks) |check| {
+        const query = std.Target.Query.parse(.{ .arch_os_abi = check.triple }) catch unreachable;
+        const cross = coreTests(b, b.resolveTargetQuery(query), optimize, check.portable);
         // Linked too, against the target's libc stubs: a symbol the target
         // lacks fails here, not on the first Mac.
         _ = cross.getEmittedBin();
-        cross_step.dependOn(&cross.step);
+        check.step.dependOn(&cross.step);
     }
 
     const python_include = b.option([]const u8, "python-include", "Python.h directory") orelse return;
@@ -104,6 +121,18 @@ fn buildOptions(b: *std.Build, portable: bool) *std.Build.Step.Options {
     return options;
 }
 
+/// The target's own C headers (`src/core/os/abi.h`) as a Zig module, for
+/// `src/core/os/abi.zig`'s check of every OS constant and layout the code
+/// uses. Constants and types only: the module links nothing.
+fn osHeaders(b: *std.Build, target: std.Build.ResolvedTarget) *std.Build.Module {
+    const translate = b.addTranslateC(.{
+        .root_source_file = b.path("src/core/os/abi.h"),
+        .target = target,
+        .optimize = .Debug,
+    });
+    return b.createModule(.{ .root_source_file = translate.getOutput(), .target = target });
+}
+
 /// The core's unit tests for `target`; the portable path links libc, as
 /// it runs through it.
 fn coreTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode, portable: bool) *std.Build.Step.Compile {
@@ -114,5 +143,6 @@ fn coreTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.buil
         .link_libc = portable or target.result.os.tag != .linux,
     });
     module.addOptions("build_options", buildOptions(b, portable));
+    module.addImport("os_headers", osHeaders(b, target));
     return b.addTest(.{ .root_module = module, .name = if (portable) "core-portable" else "core" });
 }

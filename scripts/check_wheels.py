@@ -26,8 +26,11 @@ see scripts/wheels.py), is checked for what its platform needs:
   else, every bind either to libSystem or a flat lookup (what `-undefined
   dynamic_lookup` leaves) of a Python C-API name, ad-hoc signed on arm64
   (macOS kills unsigned arm64 code), no debug info; with --zig-lib, no
-  libSystem function newer than X.Y unless bound lazily and listed below as
-  never called (the SDK headers Zig ships say when each appeared); x86_64:
+  libSystem function newer than X.Y, however it is bound (the macOS SDK
+  headers Zig ships say when each appeared: their availability annotations
+  are the table); a lazy bind of a function the running macOS lacks loads,
+  then aborts the process on the first call, and no check here can prove a
+  call never comes; x86_64:
   no instruction above Zig's macOS baseline, Core 2 (no SSE4.1/4.2,
   POPCNT, AVX...; llvm-objdump disassembles it);
 - FreeBSD (a bare extension): ELF x86_64 shared object that needs only
@@ -59,17 +62,6 @@ PYTHON_API = re.compile(r"^_?Py")
 MODULE_INIT = "PyInit__zloop"
 
 LIBSYSTEM = "/usr/lib/libSystem.B.dylib"
-# libSystem functions newer than the macOS minimum of some wheel, which the
-# extension links (lazily: dyld binds them on the first call, and a missing
-# one only fails if called) but never calls: Zig's std.Io.Threaded has them
-# in its table of operations, which std.debug.print pulls in; zloop never
-# spawns a process or reads or writes a file at an offset through std.Io.
-NEVER_CALLED = {
-    "preadv": "std.Io.Threaded.fileReadPositional (macOS 11)",
-    "pwritev": "std.Io.Threaded.fileWritePositional (macOS 11)",
-    "posix_spawn_file_actions_addchdir_np": "std.Io.Threaded.spawnDarwin (macOS 10.15)",
-    "posix_spawn_file_actions_addfchdir_np": "std.Io.Threaded.spawnDarwin (macOS 10.15)",
-}
 
 FREEBSD_LIBS = {"libc.so.7", "libthr.so.3", "libm.so.5", "libgcc_s.so.1"}
 
@@ -313,8 +305,9 @@ def check_macho(so_data, arch, minimum, version, zig_lib, exports):
 
 
 def check_availability(m, system, minimum, zig_lib):
-    """No libSystem function newer than the minimum macOS, unless bound
-    lazily and never called (NEVER_CALLED)."""
+    """No libSystem function newer than the minimum macOS, whether dyld
+    binds it at load time or lazily on the first call (which aborts the
+    process on an older macOS)."""
     introduced = darwin_introduced(zig_lib, {_c_name(n) for n in system})
     lazy = {b.symbol for b in m.binds if b.kind == "lazy"}
     problems = []
@@ -323,10 +316,9 @@ def check_availability(m, system, minimum, zig_lib):
         if since is None or (since != "unavailable" and since <= minimum):
             continue
         when = "never on macOS" if since == "unavailable" else f"since macOS {since[0]}.{since[1]}"
-        if name in lazy and _c_name(name) in NEVER_CALLED:
-            continue
         problems.append(f"{name}: in libSystem {when}, newer than {minimum[0]}.{minimum[1]}"
-                        + ("" if name in lazy else ", and bound at load time"))
+                        + (" (bound lazily: the first call aborts there)" if name in lazy else
+                           ", and bound at load time"))
     return problems
 
 

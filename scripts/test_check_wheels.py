@@ -186,16 +186,29 @@ def test_a_libsystem_function_newer_than_the_minimum_is_refused():
     if not ZIG_LIB:
         pytest.skip("no ZLOOP_CHECK_ZIG_LIB")
     wheel = [w for w in _need(MACOS, "macOS wheels") if "x86_64" in w][0]
-    m = binaries.read_macho(_extension(wheel))
+    data = _extension(wheel)
+    m = binaries.read_macho(data)
     system = {b.symbol for b in m.binds if b.ordinal == 1}
-    assert {"_preadv", "_clock_gettime", "_kqueue"} <= system
-    # As built: preadv (macOS 11) is lazy and never called; clock_gettime
-    # (10.12) is old enough for 10.13.
+    assert {"_clock_gettime", "_kqueue", "_getenv"} <= system
+    # As built: nothing newer than 10.13 (clock_gettime is 10.12's).
     assert check_wheels.check_availability(m, system, (10, 13), ZIG_LIB) == []
     # A minimum below clock_gettime's.
     problems = check_wheels.check_availability(m, system, (10, 11), ZIG_LIB)
-    assert "_clock_gettime: in libSystem since macOS 10.12, newer than 10.11" in problems
-    # preadv bound at load time: dlopen would fail on macOS 10.13-10.15.
+    assert any(p.startswith("_clock_gettime: in libSystem since macOS 10.12, newer than 10.11")
+               for p in problems), problems
+    # preadv (macOS 11) in getenv's place, bound lazily as getenv is: what
+    # std's panic handler used to pull in, and a call to it aborts the
+    # process on macOS 10.13-10.15. Refused, lazy or not, and by the whole
+    # check of the wheel.
+    bad = _patched(data, b"_getenv\0", b"_preadv\0")
+    m = binaries.read_macho(bad)
+    assert [b.kind for b in m.binds if b.symbol == "_preadv"] == ["lazy"]
+    system = {b.symbol for b in m.binds if b.ordinal == 1}
+    problems = check_wheels.check_availability(m, system, (10, 13), ZIG_LIB)
+    assert problems == ["_preadv: in libSystem since macOS 11.0, newer than 10.13 "
+                        "(bound lazily: the first call aborts there)"], problems
+    assert problems[0] in _check_macho(bad, wheel, zig_lib=ZIG_LIB)
+    # Bound at load time, it is said so.
     for b in m.binds:
         if b.symbol == "_preadv":
             b.kind = "bind"

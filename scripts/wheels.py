@@ -15,7 +15,11 @@ against that CPython's headers, ReleaseFast and stripped, never with
   macos-x86_64      macOS 10.13 (the oldest that python.org's installers of
                     CPython 3.12 and 3.13 support), Zig's macOS baseline CPU
                     (Core 2, as the oldest Intel Macs that run 10.13):
-                    macosx_10_13_x86_64;
+                    macosx_10_13_x86_64. The extension calls no libSystem
+                    function newer than 10.13 (scripts/check_wheels.py
+                    refuses one): a release build's panic handler is its own
+                    (src/python/module.zig), as std's links functions of
+                    macOS 10.15 and 11;
   freebsd-x86_64    FreeBSD 14.0, built only when named: no wheel, the
                     extension alone (`_zloop.cp312-freebsd-x86_64.so` in
                     --out), to prove that it compiles and links. PyPI takes

@@ -333,6 +333,28 @@ def test_abort_discards_buffered_data(loop):
     assert received < sent
 
 
+def test_served_connections_have_nagle_off_too(loop):
+    # asyncio's _set_nodelay runs on accepted TCP sockets as on connected
+    # ones; a Unix server's connections have no such option.
+    async def main():
+        made = loop.create_future()
+
+        class Served(asyncio.Protocol):
+            def connection_made(self, tr):
+                sock = tr.get_extra_info("socket")
+                made.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0)
+
+        server = await loop.create_server(Served, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            nodelay = await asyncio.wait_for(made, 5)
+        server.close()
+        await server.wait_closed()
+        return nodelay
+
+    assert loop.run_until_complete(main()) is True
+
+
 def test_get_extra_info(loop):
     async def main():
         server, addr, _ = await _serve(loop)

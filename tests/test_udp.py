@@ -521,6 +521,39 @@ def test_datagram_from_an_unnamed_socket_has_address_none(loop, run):
     assert run(main()) == ([(b"hello, socketpair", None)], False)
 
 
+def test_datagram_from_an_unbound_unix_socket_has_the_platforms_address(loop, run, tmp_path):
+    # A sender with no name of its own, to a bound path: Linux writes no
+    # address (None), macOS and FreeBSD a 16-byte empty one (''), which a
+    # reading of Linux's abstract-namespace rule would take for 14 NUL
+    # bytes. Whatever the kernel, the address is the one socket.recvfrom
+    # gives for the same exchange.
+    path = str(tmp_path / "d")
+    if len(path.encode()) >= 100:
+        pytest.skip("temporary directory too deep for an AF_UNIX path")
+
+    def reference():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as r, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            r.bind(path + "r")
+            s.sendto(b"ref", path + "r")
+            return r.recvfrom(16)[1]
+
+    async def main():
+        tr, pr = await loop.create_datagram_endpoint(Recorder, local_addr=path,
+                                                     family=socket.AF_UNIX)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.sendto(b"unbound", path)
+            await pr.wait(1)
+        tr.close()
+        await pr.lost
+        return pr.datagrams
+
+    expected = reference()
+    ((data, addr),) = run(main())
+    assert (data, addr, type(addr)) == (b"unbound", expected, type(expected))
+    assert addr in (None, "")
+
+
 def test_datagram_transport_is_an_asyncio_transport(loop, run):
     # asyncio's datagram transport derives from asyncio.Transport (through
     # _SelectorTransport) on every supported Python; CPython's test_events

@@ -17,13 +17,9 @@ try:
 except ModuleNotFoundError as _exc:
     if _exc.name != "zloop._zloop":
         raise
-    # A checkout that was never built: say how to build it.
-    raise ModuleNotFoundError(
-        "zloop's compiled extension zloop._zloop is not built for this Python "
-        f"({_sys.executable}). In a checkout, build it in place: "
-        f"ZIG='{_sys.executable} -m ziglang' bash scripts/dev-build {_sys.executable} "
-        "(needs `pip install ziglang`), or `pip install -e .`; "
-        "otherwise install zloop: `pip install zloop`.", name=_exc.name) from None
+    from ._unbuilt import message as _message
+
+    raise ModuleNotFoundError(_message(), name=_exc.name) from None
 
 __all__ = ("Loop", "new_event_loop", "run", "Handle", "TimerHandle", "BACKEND", "BACKENDS")
 __version__ = "0.1.0"

@@ -35,6 +35,10 @@ const impl = if (portable) @import("os/posix.zig") else @import("os/linux.zig");
 /// the epoll and io_uring backends and Linux's child watches use them.
 pub const linux = if (is_linux) @import("os/linux.zig") else struct {};
 
+/// Socket addresses where the targets differ in more than numbers: the
+/// AF_UNIX name rule and getnameinfo's numeric flag.
+pub const addrs = @import("os/addr.zig");
+
 pub const fd_t = common.fd_t;
 pub const E = common.E;
 pub const Error = common.Error;
@@ -112,6 +116,10 @@ const testing = @import("os/testing.zig");
 test {
     _ = common;
     _ = impl;
+    _ = addrs;
+    // Every OS constant and layout checked against the target's headers
+    // (the core's tests are built with them: see build.zig).
+    _ = @import("os/abi.zig");
     if (is_linux) _ = linux;
 }
 

@@ -505,9 +505,11 @@ fn serveNatively(self: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) 
         .sock_type = @intCast(sock_type),
         .proto = @intCast(proto),
         .sockname = shared_name,
-        // As asyncio's `_set_nodelay` on the accepted socket.
+        // As asyncio's `_set_nodelay` on the accepted socket (`type_obj`
+        // carries the SOCK_NONBLOCK that `_start` added where it exists).
         .nodelay = (family == AF.INET or family == AF.INET6) and
-            (sock_type & 0xf) == std.c.SOCK.STREAM and proto == std.c.IPPROTO.TCP,
+            (sock_type & ~@as(c_long, sys.sock_nonblock)) == std.c.SOCK.STREAM and
+            proto == std.c.IPPROTO.TCP,
     };
     a.factory = py.newref(args[0].?);
     a.conns = if (py.isNone(args[1])) null else py.newref(args[1].?);

@@ -24,6 +24,7 @@ const gpa = std.heap.c_allocator;
 const sockio = @import("sockio.zig");
 const borrowed = @import("borrowed.zig");
 const loop_mod = @import("loop.zig");
+const sockaddr = @import("sockaddr.zig");
 /// The target's socket-address types and families (a BSD's carry a
 /// length byte before an 8-bit family; Linux's have a 16-bit family).
 const sa_types = std.c.sockaddr;
@@ -57,7 +58,8 @@ extern fn getnameinfo(
     servlen: u32,
     flags: c_int,
 ) c_int;
-const NI_NUMERICHOST = 1;
+/// The target's NI_NUMERICHOST (Linux's is 1, macOS's and FreeBSD's 2).
+const ni_numerichost = core.sys.addrs.ni_numerichost;
 
 pub const Transport = transport_object.Layout(Inner);
 
@@ -301,23 +303,15 @@ fn addressObject(raw: *const sa_types.storage, len: u32) ?*Obj {
         AF.INET6 => {
             const sa: *const sa_types.in6 = @ptrCast(raw);
             var host: [64]u8 = undefined;
-            if (getnameinfo(raw, len, &host, host.len, null, 0, NI_NUMERICHOST) != 0) {
+            if (getnameinfo(raw, len, &host, host.len, null, 0, ni_numerichost) != 0) {
                 return py.raise(c.PyExc_OSError, "getnameinfo failed on a datagram's address");
             }
             const port: c_int = std.mem.bigToNative(u16, sa.port);
             const flow: c_uint = std.mem.bigToNative(u32, sa.flowinfo);
             return c.Py_BuildValue("(sikI)", @as([*:0]const u8, @ptrCast(&host)), port, @as(c_ulong, flow), sa.scope_id);
         },
-        AF.UNIX => {
-            const sa: *const sa_types.un = @ptrCast(raw);
-            const path_off = @offsetOf(sa_types.un, "path");
-            const n: usize = if (len > path_off) len - path_off else 0;
-            if (n > 0 and sa.path[0] == 0) {
-                return c.PyBytes_FromStringAndSize(@ptrCast(&sa.path), @intCast(n));
-            }
-            const end = std.mem.indexOfScalar(u8, sa.path[0..n], 0) orelse n;
-            return c.PyUnicode_DecodeFSDefaultAndSize(@ptrCast(&sa.path), @intCast(end));
-        },
+        // Read by the target's rule, as the stream transports' names.
+        AF.UNIX => return sockaddr.fromStorage(raw, len),
         else => return py.raise(c.PyExc_OSError, "datagram from an unsupported address family"),
     }
 }

@@ -1,5 +1,6 @@
 //! `zloop._zloop`: the extension module's entry point.
 const std = @import("std");
+const builtin = @import("builtin");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
@@ -55,6 +56,28 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_trims", trims, null),
     py.sentinel_method,
 };
+
+/// What a panic does. A release build (stripped) writes the message to
+/// stderr and aborts: std's handler, which unwinds and prints a stack trace
+/// through `std.Io.Threaded`, links that whole table of operations (file
+/// I/O at offsets, process spawning) into the extension, and with it
+/// libSystem functions newer than the oldest macOS the x86_64 wheel
+/// supports (preadv and pwritev: macOS 11; posix_spawn's chdir actions:
+/// 10.15), which scripts/check_wheels.py refuses. A stripped binary's trace
+/// would name no function anyway. Development builds keep std's handler.
+pub const panic = if (builtin.strip_debug_info)
+    std.debug.FullPanic(writeAndAbort)
+else
+    std.debug.FullPanic(std.debug.defaultPanic);
+
+fn writeAndAbort(msg: []const u8, _: ?usize) noreturn {
+    @branchHint(.cold);
+    const prefix = "zloop: panic: ";
+    _ = std.c.write(2, prefix, prefix.len);
+    _ = std.c.write(2, msg.ptr, msg.len);
+    _ = std.c.write(2, "\n", 1);
+    std.c.abort();
+}
 
 var def: c.PyModuleDef = undefined;
 

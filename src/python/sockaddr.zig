@@ -121,14 +121,13 @@ fn unix(storage: *const sa_types.storage, len: u32) ?*Obj {
     const sa: *const sa_types.un = @ptrCast(storage);
     const path_offset = @offsetOf(sa_types.un, "path");
     const n: usize = @min(len -| path_offset, sa.path.len);
-    // Linux's abstract namespace (a leading NUL): the name is exactly the
-    // `n` bytes, returned as bytes.
-    if (n > 0 and sa.path[0] == 0) {
-        return c.PyBytes_FromStringAndSize(@ptrCast(&sa.path), @intCast(n));
-    }
-    // A path up to its NUL; an unnamed peer (n == 0) gives ''.
-    const end = std.mem.indexOfScalar(u8, sa.path[0..n], 0) orelse n;
-    return c.PyUnicode_DecodeFSDefaultAndSize(@ptrCast(&sa.path), @intCast(end));
+    // The target's rule (`sys.addrs.unixName`): Linux's abstract names
+    // (a leading NUL) are bytes; a path, or an unnamed socket's '' (on
+    // macOS and FreeBSD 14 zero bytes, on Linux none), is a str.
+    return switch (sockio.sys.addrs.unixName(sa.path[0..n])) {
+        .abstract => |name| c.PyBytes_FromStringAndSize(name.ptr, @intCast(name.len)),
+        .path => |path| c.PyUnicode_DecodeFSDefaultAndSize(path.ptr, @intCast(path.len)),
+    };
 }
 
 /// An address to keep: raw for IPv4 and IPv6, made now for Unix.

@@ -20,6 +20,18 @@ class SuiteError(Exception):
     """A suite definition that cannot be used as written."""
 
 
+# The platforms an entry may name: ``sys.platform`` with FreeBSD's release
+# number dropped (``freebsd14`` is ``freebsd``).
+PLATFORMS = ("linux", "darwin", "freebsd")
+
+
+def platform_name(platform: str | None = None) -> str:
+    """This machine's platform as entries name it: ``linux``, ``darwin``,
+    ``freebsd`` (else ``sys.platform`` as it is)."""
+    platform = sys.platform if platform is None else platform
+    return "freebsd" if platform.startswith("freebsd") else platform
+
+
 @dataclass(frozen=True)
 class Entry:
     """One named test (or glob) with the reason it is listed."""
@@ -29,15 +41,20 @@ class Entry:
     python: tuple[str, ...] = ()
     backend: tuple[str, ...] = ()
     outcome: str | None = None
+    platform: tuple[str, ...] = ()
 
-    def applies(self, python: str, backend: str | None) -> bool:
-        """Whether the entry is in force on this Python (``3.12``) and backend.
+    def applies(self, python: str, backend: str | None, platform: str | None = None) -> bool:
+        """Whether the entry is in force on this Python (``3.12``), backend
+        and platform (default: this machine's, see ``platform_name``).
 
         ``python`` names Pythons (``"3.14"``) or open ranges (``"3.14+"``:
-        that one and every later one)."""
+        that one and every later one). An entry with no ``platform`` is in
+        force on every one."""
         if self.python and not any(python_matches(python, spec) for spec in self.python):
             return False
         if self.backend and (backend or "default") not in self.backend:
+            return False
+        if self.platform and platform_name(platform) not in self.platform:
             return False
         return True
 
@@ -112,11 +129,16 @@ class Suite:
     def min_on_loop_for(self, python: str) -> int:
         return int(self.min_on_loop.get(python, self.min_on_loop.get("default", 1)))
 
-    def excludes_for(self, python: str, backend: str | None) -> list[Entry]:
-        return [e for e in self.excludes if e.applies(python, backend)]
+    def excludes_for(self, python: str, backend: str | None,
+                     platform: str | None = None) -> list[Entry]:
+        return [e for e in self.excludes if e.applies(python, backend, platform)]
 
-    def expected_for(self, loop: str, python: str, backend: str | None) -> list[Entry]:
-        return [e for e in self.expected.get(loop, []) if e.applies(python, backend)]
+    def expected_for(self, loop: str, python: str, backend: str | None,
+                     platform: str | None = None) -> list[Entry]:
+        """The expected differences in force for ``loop`` here (or on
+        ``platform``): an entry of another platform is neither a listed
+        difference nor, when its test does not differ, a stale one."""
+        return [e for e in self.expected.get(loop, []) if e.applies(python, backend, platform)]
 
 
 def default_compat_dir() -> Path:
@@ -182,6 +204,15 @@ def load_suite(compat_dir: Path, name: str) -> Suite:
     expected_path = directory / "expected.toml"
     if expected_path.exists():
         suite.expected = load_expected(expected_path)
+        # A pinned suite's difference is recorded where it was seen: one
+        # seen on Linux only must not excuse (or go stale on) a Mac run.
+        for loop, entries in suite.expected.items():
+            for entry in entries:
+                if not entry.platform:
+                    raise SuiteError(
+                        f"{expected_path}: [[{loop}]] {entry.test!r} names no platform: "
+                        f"every entry of a pinned suite says where the difference was seen "
+                        f"(platform = [{', '.join(repr(p) for p in PLATFORMS)}], or some)")
     return suite
 
 
@@ -213,6 +244,11 @@ def _entry(data: dict[str, Any], path: Path) -> Entry:
         if not isinstance(spec, str) or not _PYTHON_SPEC.fullmatch(spec):
             raise SuiteError(f"{path}: python entries are strings like \"3.14\" or "
                              f"\"3.14+\" (that Python and later), not {spec!r}: {data!r}")
+    platforms = data.get("platform", ())
+    if isinstance(platforms, str) or any(p not in PLATFORMS for p in platforms):
+        raise SuiteError(f"{path}: platform is a list of {', '.join(map(repr, PLATFORMS))} "
+                         f"(sys.platform, FreeBSD's without its release): {data!r}")
     return Entry(test=data["test"], reason=data["reason"],
                  python=tuple(pythons),
-                 backend=tuple(data.get("backend", ())), outcome=data.get("outcome"))
+                 backend=tuple(data.get("backend", ())), outcome=data.get("outcome"),
+                 platform=tuple(platforms))

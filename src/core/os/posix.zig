@@ -206,8 +206,11 @@ pub fn sendv(fd: fd_t, iov: []const iovec_const) Result(usize) {
     return result(usize, c.sendmsg(fd, &msg, target.send_flags));
 }
 
-/// The most entries one `sendv` takes.
-pub const iov_max: usize = c.IOV_MAX;
+/// The most entries one `sendv` takes: `<limits.h>`'s IOV_MAX, 1024 on
+/// Linux, macOS and FreeBSD (checked in `abi.zig`). Not Zig's `c.IOV_MAX`,
+/// which says 16 for macOS and, for FreeBSD, gives the sysctl number of
+/// kern.iov_max (35) instead of its value.
+pub const iov_max: usize = 1024;
 
 /// Shuts the write direction of socket `fd` (the peer reads end of file).
 pub fn shutdownWrite(fd: fd_t) Result(void) {
