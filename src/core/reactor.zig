@@ -133,11 +133,16 @@ pub const Posted = struct {
     /// or `high` more are posted (`stalled_until`), whichever comes first.
     stalled_ran: ?u64 = null,
     stalled_until: usize = 0,
-    /// How long a waiting producer lets the loop run no callback before it
-    /// takes the loop for stalled. A callback that runs this long blocks
-    /// its loop's timers anyway; a loop that is draining runs one every
-    /// few microseconds. A field, so that a test can pick another.
-    stall_ns: u64 = 1 * std.time.ns_per_ms,
+    /// How long a waiting producer lets the loop run no callback (with the
+    /// process idle) before it takes the loop for stalled. A loop that is
+    /// draining runs one every few microseconds once it has the GIL; one
+    /// switch interval (5 ms) covers its wait for the GIL behind producers
+    /// still posting, and CPU time other processes took on a busy machine
+    /// can make the process look idle meanwhile. Measured: at 1 ms, eight
+    /// flooding producers on a loaded two-core machine made the loop's
+    /// timers up to four times later than at 5 ms. A field, so that a test
+    /// can pick another.
+    stall_ns: u64 = 5 * std.time.ns_per_ms,
     /// The longest one wait lasts while the loop runs callbacks but does
     /// not get down to `low` (a loop that keeps posting to itself).
     wait_ns: u64 = 50 * std.time.ns_per_ms,
