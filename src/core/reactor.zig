@@ -1059,6 +1059,80 @@ fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
     try std.testing.expect(r.watcherFor(fd) == null);
 }
 
+test "a handler that aborts the pass leaves the rest of its events for the next pass, none lost" {
+    try eachBackend(caseAbortedPassKeepsItsEvents);
+}
+
+fn caseAbortedPassKeepsItsEvents(r: *Reactor) !void {
+    const a = try testPipe();
+    defer closePipe(a);
+    const b = try testPipe();
+    defer closePipe(b);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        abort_first: bool,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (!ev.readable) return;
+            self.hits += 1;
+            if (self.abort_first and self.hits == 1) return error.Aborted;
+        }
+    };
+    // Both one-shot: the kernel reports each once, so an event dropped with
+    // the aborted pass would never come again.
+    var wa: W = .{ .w = .{ .fd = a[0], .on_ready = W.onReady }, .abort_first = true };
+    var wb: W = .{ .w = .{ .fd = b[0], .on_ready = W.onReady }, .abort_first = true };
+    try r.attach(&wa.w);
+    defer r.detach(&wa.w);
+    try r.attach(&wb.w);
+    defer r.detach(&wb.w);
+    try r.armOnce(&wa.w, .{ .read = true });
+    try r.armOnce(&wb.w, .{ .read = true });
+    try makeReadable(a);
+    try makeReadable(b);
+    // The first event's handler aborts the pass; the other event waits.
+    try std.testing.expectError(error.Aborted, r.runOnce());
+    try std.testing.expectEqual(@as(u32, 1), wa.hits + wb.hits);
+    // The next pass hands it over before it waits again.
+    wa.abort_first = false;
+    wb.abort_first = false;
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), wa.hits);
+    try std.testing.expectEqual(@as(u32, 1), wb.hits);
+    try std.testing.expectEqual(r.event_next, r.event_end);
+}
+
+test "a watcher detached while its event waits in the pass never gets it; nor does the fd's next watcher" {
+    try eachBackend(caseDetachDropsPendingEvents);
+}
+
+fn caseDetachDropsPendingEvents(r: *Reactor) !void {
+    const a = try testPipe();
+    defer closePipe(a);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var old: W = .{ .w = .{ .fd = a[0], .on_ready = W.onReady } };
+    try r.attach(&old.w);
+    try r.armOnce(&old.w, .{ .read = true });
+    try makeReadable(a);
+    // As a pass that aborted before this event: it waits in `events`.
+    try r.waitForEvents();
+    try std.testing.expectEqual(@as(usize, 1), r.event_end - r.event_next);
+    r.detach(&old.w);
+    var newcomer: W = .{ .w = .{ .fd = a[0], .on_ready = W.onReady } };
+    try r.attach(&newcomer.w);
+    defer r.detach(&newcomer.w);
+    try r.dispatchEvents();
+    try std.testing.expectEqual(@as(u32, 0), old.hits + newcomer.hits);
+}
+
 fn runNothing(_: *Callback) RunError!void {}
 
 test "the pass after a wait that blocked and woke on events does not poll; the next one does" {
