@@ -104,7 +104,10 @@ def fetch_scripts(python):
             f.write("%s==%s --hash=sha256:%s\n" % (sd["name"], sd["version"], sd["sha256"]))
         print("fetching %s sdist from PyPI ..." % stem, file=sys.stderr)
         proc = subprocess.run(
-            [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+            # The sdist alone from source: ":all:" would build its build
+            # requirements from source too (Cython: many minutes) just to
+            # read its metadata.
+            [python, "-m", "pip", "download", "--no-deps", "--no-binary", sd["name"],
              "--require-hashes", "-r", req, "-d", os.path.dirname(tarball)],
             capture_output=True, text=True,
         )
