@@ -150,6 +150,45 @@ def test_a_loop_thread_joining_a_flooding_producer_is_not_deadlocked(loop):
     assert ran == list(range(total))
 
 
+def test_a_janus_style_bridge_where_producers_hold_the_loops_lock(loop):
+    """Producers post while holding a lock that the posted callback takes
+    (the `janus` package's queue): a producer held back there would hold
+    the loop too. Every item arrives, in each producer's order, and the
+    producers all finish."""
+    lock = threading.Lock()
+    items = []
+    got = []
+    producers, per_producer = 4, 15_000
+    total = producers * per_producer
+    done = loop.create_future()
+
+    def notify():
+        with lock:
+            got.extend(items)
+            items.clear()
+        if len(got) == total and not done.done():
+            done.set_result(None)
+
+    def produce(p):
+        for i in range(per_producer):
+            with lock:
+                items.append((p, i))
+                loop.call_soon_threadsafe(notify)
+
+    async def main():
+        threads = [threading.Thread(target=produce, args=(p,)) for p in range(producers)]
+        for t in threads:
+            t.start()
+        await asyncio.wait_for(done, _JOIN_S)
+        for t in threads:
+            t.join(_JOIN_S)
+        return [t.is_alive() for t in threads]
+
+    assert loop.run_until_complete(main()) == [False] * producers
+    for p in range(producers):
+        assert [i for q, i in got if q == p] == list(range(per_producer))
+
+
 def test_executor_shutdown_under_a_flood_of_completions(loop):
     """Workers finish thousands of small jobs, each completion posted to the
     loop, while the loop's thread waits in shutdown(wait=True) for them."""
