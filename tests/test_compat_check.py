@@ -29,9 +29,11 @@ where they cannot be imported.
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -432,3 +434,136 @@ def test_an_expected_entry_that_names_no_test_is_said_to(tmp_path):
     assert rc == 0, out
     assert ("STALE     check_outcomes.py::test_renamed_long_ago: listed (asserts the loop is "
             "stock asyncio's, by design) but there is no such test in either run") in out
+
+
+# --- what README.md and docs/validate.md show, run as shown ------------------------
+
+_COMMAND = re.compile(r"(?:pytest|python -m zloop\.compat check)\b")
+
+
+def _doc_text(path, section=None):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    if section is not None:
+        text = text[text.index(section):]
+        text = text[:text.find("\n## ", 1) if "\n## " in text[1:] else len(text)]
+    return text
+
+
+def _code_blocks(text):
+    """The fenced blocks, and the blocks indented four spaces or more,
+    each dedented."""
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```[a-z]*\n(.*?)```", text, re.S)]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    block: list[str] = []
+    for line in prose.splitlines() + [""]:
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line)
+        elif block:
+            blocks.append(textwrap.dedent("\n".join(block)).strip() + "\n")
+            block = []
+    return blocks
+
+
+def _documented():
+    """Every command line README's "Testing your code on zloop" and
+    docs/validate.md show (in a code block or inline), and their
+    configuration blocks: {what: block text} ("expected.toml" is the
+    example of an --expected file). The option synopsis (``[--loops ...]``)
+    is no command line."""
+    found = {}
+    for path, section in (("README.md", "## Testing your code on zloop"),
+                          ("docs/validate.md", None)):
+        text = _doc_text(path, section)
+        for block in _code_blocks(text):
+            if block.startswith("[pytest]"):
+                found["ini"] = block
+            elif "def anyio_backend" in block:
+                found["anyio_backend"] = block
+            elif block.startswith("# zloop-expected.toml"):
+                found["expected.toml"] = block
+            for line in block.splitlines():
+                command = line.split("  #")[0].strip()
+                if _COMMAND.match(command) and "[" not in command:
+                    found[command] = block
+        for line in text.splitlines():
+            for command in re.findall(r"`([^`]+)`", line):
+                if _COMMAND.match(command) and "[" not in command and " " in command:
+                    found[command] = command
+    return found
+
+
+def _command(line):
+    words = shlex.split(line)
+    if words[0] == "pytest":
+        return [sys.executable, "-m", "pytest", *words[1:]]
+    assert words[0] == "python", line
+    return [sys.executable, *words[1:]]
+
+
+def _needs_io_uring():
+    if "io_uring" not in zloop.BACKENDS:
+        pytest.skip("this zloop build has no io_uring backend")
+
+
+# What each documented line runs on, and what it must give: (fixture, what
+# it needs, exit status, a line of the output).
+_DOCUMENTED = {
+    "pytest -p zloop.testing --zloop-loop zloop":
+        ("outcomes", None, 0, "3 of 3 tests ran on the zloop event loop"),
+    "pytest -p zloop.testing --zloop-loop zloop --zloop-backend io_uring":
+        ("outcomes", _needs_io_uring, 0, "zloop.testing: event loop zloop, backend io_uring"),
+    "python -m zloop.compat check":
+        ("outcomes", None, 0, "compat: OK"),
+    "python -m zloop.compat check --loops asyncio,zloop,uvloop --backend epoll,io_uring":
+        ("outcomes", lambda: (_needs_io_uring(), pytest.importorskip("uvloop")), 0,
+         "compat: OK"),
+    "python -m zloop.compat check -- -o asyncio_default_fixture_loop_scope=function":
+        ("asyncio_scope", lambda: pytest.importorskip("pytest_asyncio"), 0, "compat: OK"),
+    "python -m zloop.compat check -- mypkg/tests/smoke.py":
+        ("unittest_only", None, 0, "compat: OK"),
+    "python -m zloop.compat check --expected zloop-expected.toml":
+        ("outcomes", None, 0, "listed (asserts isinstance(transport, "
+         "asyncio.selector_events._SelectorTransport)) but there is no such test in "
+         "either run"),
+    "ini": ("outcomes", None, 0, "3 of 3 tests ran on the zloop event loop"),
+    "anyio_backend": ("outcomes", lambda: pytest.importorskip("anyio"), 0, "1 passed"),
+}
+
+
+def test_every_documented_command_is_run_here():
+    assert sorted(set(_documented()) - {"expected.toml"}) == sorted(_DOCUMENTED)
+
+
+@pytest.mark.parametrize("what", sorted(_DOCUMENTED))
+def test_documented_command_works(tmp_path, what):
+    fixture, needs, status, said = _DOCUMENTED[what]
+    if needs is not None:
+        needs()
+    documented = _documented()
+    assert what in documented, f"no longer documented: {what}"
+    tree = _copy(tmp_path, fixture)
+    if what.endswith("mypkg/tests/smoke.py"):
+        # Tests in a file pytest names, not one its patterns match.
+        (tree / "mypkg" / "tests").mkdir(parents=True)
+        (tree / "cases.py").rename(tree / "mypkg" / "tests" / "smoke.py")
+    if what.endswith("zloop-expected.toml"):
+        (tree / "zloop-expected.toml").write_text(documented["expected.toml"])
+    if what == "ini":
+        (tree / "pytest.ini").write_text(documented["ini"] + "python_files = check_*.py\n")
+        command = [sys.executable, "-m", "pytest"]
+    elif what == "anyio_backend":
+        for test in tree.glob("check_*.py"):
+            test.unlink()
+        (tree / "conftest.py").write_text(documented["anyio_backend"])
+        (tree / "check_anyio.py").write_text(
+            "import asyncio\n\nimport pytest\n\n\n@pytest.mark.anyio\n"
+            "async def test_runs_on_zloop():\n"
+            "    assert type(asyncio.get_running_loop()).__module__.startswith('zloop')\n")
+        command = [sys.executable, "-m", "pytest"]
+    else:
+        command = _command(what)
+    proc = subprocess.run(command, cwd=tree, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == status, out
+    assert said in out, out

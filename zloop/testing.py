@@ -65,8 +65,9 @@ from zloop import _policy
 
 LOOP_NAMES = ("asyncio", "uvloop", "zloop")
 
-# The user properties that carry a test's loop types, and the stock base
-# class of those of no known family, from an xdist worker.
+# The user properties that carry a test's loop types, whether the swap
+# reached it, and the stock base class of the loop types of no known family
+# (with the base's private methods they override), from an xdist worker.
 _LOOPS_PROPERTY = "zloop_loop_types"
 _REACHED_PROPERTY = "zloop_reached"
 _BASES_PROPERTY = "zloop_loop_bases"

@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import sys
 import tempfile
 from collections import Counter
@@ -140,7 +141,14 @@ def _check(suite: Suite, args: argparse.Namespace, runs: list[tuple[str, str | N
                             rerun_max=RERUN_MAX)
             _split_skips(verdict.row, result)
             checked.append((loop, backend, verdict, result))
-    return _print_outcome(suite, baseline, base_verdict, checked, args, out_dir)
+    status = _print_outcome(suite, baseline, base_verdict, checked, args, out_dir)
+    if args.results:
+        # The table and the verdict, for a script that runs check on many
+        # projects (scripts/check_projects.py).
+        rows = [base_verdict.row, *(verdict.row for _, _, verdict, _ in checked)]
+        (out_dir / "check.json").write_text(json.dumps(
+            {"exit": status, "rows": rows}, indent=1), encoding="utf-8")
+    return status
 
 
 def _split_skips(row: dict[str, Any], result: dict[str, Any]) -> None:
@@ -188,7 +196,9 @@ class Coverage:
                                    or self.compared < self.total * MIN_COMPARED_SHARE)
 
 
-def _coverage(baseline: dict[str, Any], result: dict[str, Any], loop: str) -> Coverage:
+def how_much_compared(baseline: dict[str, Any], result: dict[str, Any],
+                      loop: str) -> Coverage:
+    """How much of the suite the run on ``loop`` compared with the baseline."""
     excluded = set(baseline.get("excluded", {})) | set(result.get("excluded", {}))
     tests = (set(baseline["tests"]) | set(result["tests"])) - excluded
     compared = not_run = no_loop = chosen = 0
@@ -279,7 +289,7 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
     for loop, backend, verdict, result in checked:
         if verdict.row["status"] == "stale list":
             verdict.row["status"] = "ok"  # a fixed difference is no failure here
-        coverage = _coverage(baseline, result, loop)
+        coverage = how_much_compared(baseline, result, loop)
         coverages.append((run_label(loop, backend), coverage))
         verdict.row["compared"] = coverage.compared
         if coverage.too_little and verdict.row["status"] == "ok":
