@@ -8,7 +8,18 @@ user would: as subprocesses, on the small projects in fixtures/.
   class;
 - asyncio_scope/: pytest-asyncio with filterwarnings = error;
 - subdir/: the configuration at the top, the tests below it;
-- unittest_only/: no test that pytest collects.
+- unittest_only/: no test that pytest collects;
+- own_option/: a conftest that defines its own --event-loop option;
+- mostly_errored/: eight of ten tests error in setup on both loops;
+- unrun_loops/: a loop asyncio.new_event_loop() makes and never runs, and
+  loops that tests choose themselves;
+- no_loop/: coroutines driven by hand, no event loop at all;
+- outcomes/: skipped, xfailed and xpassed tests;
+- own_loop_internals/: a loop class of the suite's own that overrides
+  asyncio's private _run_once.
+
+The commands README.md and docs/validate.md show are run here too, each on
+one of these projects (test_documented_*).
 
 Each check runs a fixture's suite a few times (about a second a run); no
 network is needed. The plugins some fixtures need (pytest-asyncio, AnyIO's
@@ -18,9 +29,11 @@ where they cannot be imported.
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -110,10 +123,23 @@ def test_check_passes_when_the_difference_is_listed(project, tmp_path):
     assert (row["passed"], row["failed"]) == ("3", "1")
 
 
-def test_check_fails_when_no_test_runs_a_loop(project):
+def test_a_suite_that_runs_no_loop_has_nothing_to_compare(project):
     rc, out = _run(project, "-m", "zloop.compat", "check", "--", "-k", "no_loop")
-    assert rc == 1, out
-    assert "no test ran an event loop, so there is nothing to compare" in out
+    assert rc == 3, out  # nothing compared: neither a pass nor a difference
+    assert ("NOT COMPARED: none of the 1 tests ran a loop that asyncio.new_event_loop() "
+            "built") in out
+    assert "FAIL" not in out and "is the plugin" not in out
+
+
+def test_coroutines_driven_by_hand_are_not_compared(tmp_path):
+    tree = _copy(tmp_path, "no_loop")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 3, out
+    assert ("NOT COMPARED: none of the 2 tests ran a loop that asyncio.new_event_loop() "
+            "built (the suite's tests run no asyncio event loop: they are synchronous, or "
+            "drive their coroutines by hand)") in out
+    assert _table(out)["asyncio"]["status"] == "no loop"
+    assert "zloop" not in _table(out)
 
 
 def test_check_refuses_an_unknown_loop(project):
@@ -139,8 +165,10 @@ def test_list_finds_a_local_compat_dir(tmp_path):
     assert out.split()[0] == "myproject" and "mine" in out
 
 
-@pytest.mark.parametrize("ini, loop", [("event_loop = zloop", "zloop"),
-                                       ("event_loop = asyncio", "asyncio")])
+@pytest.mark.parametrize("ini, loop", [("zloop_loop = zloop", "zloop"),
+                                       ("zloop_loop = asyncio", "asyncio"),
+                                       ("event_loop = zloop", "zloop")],  # earlier name
+                         ids=["zloop", "asyncio", "earlier-name"])
 def test_plugin_ini_option_picks_the_loop(project, ini, loop):
     (project / "pytest.ini").write_text(f"[pytest]\npython_files = check_*.py\n{ini}\n")
     rc, out = _run(project, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider")
@@ -151,10 +179,10 @@ def test_plugin_ini_option_picks_the_loop(project, ini, loop):
 
 def test_plugin_unknown_ini_value_is_an_error(project):
     (project / "pytest.ini").write_text("[pytest]\npython_files = check_*.py\n"
-                                        "event_loop = zlop\n")
+                                        "zloop_loop = zlop\n")
     rc, out = _run(project, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider")
     assert rc == 4, out  # pytest's usage error: nothing ran on asyncio instead
-    assert "the event_loop ini option is 'zlop'" in out
+    assert "the zloop_loop ini option is 'zlop'" in out
 
 
 # --- the check on any pytest suite ---------------------------------------------------
@@ -215,8 +243,21 @@ def test_a_suite_on_its_own_loop_class_is_not_compared(tmp_path):
             "a loop swap does not reach them; they were not compared") in out, out
     assert "is the plugin" not in out  # no false diagnosis
     assert "docs/validate.md" in out
+    # Its methods are the public API's: its base can be made configurable.
+    assert "make the loop class's base configurable" in out
     assert _table(out)["asyncio"]["other_loop"] == "2"
     assert "zloop" not in _table(out)  # no run on zloop: it could not reach them
+
+
+def test_own_loop_class_on_asyncios_internals_is_not_told_to_change_its_base(tmp_path):
+    tree = _copy(tmp_path, "own_loop_internals")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 3, out
+    assert "ran on the project's own loop class `stepping.SteppingLoop`" in out
+    assert ("`stepping.SteppingLoop` overrides its stock base's private `_run_once`: a "
+            "class built on stock asyncio's internals cannot take zloop.Loop as its base"
+            ) in out
+    assert "configurable" not in out
 
 
 def test_own_loop_tests_beside_others_are_noted_and_the_others_compared(tmp_path):
@@ -282,6 +323,9 @@ def test_check_from_a_subdirectory_with_paths_keeps_them(tmp_path):
     assert rc == 0, out
     assert "LISTED    tests/check_sub.py::test_differs" in out
     assert "FLAKY     tests/check_sub.py::test_flaky_once" in out
+    # The count of differences says where the flaky one went.
+    assert ("1 listed, 0 unlisted, 0 stale list entries; 1 more went away when rerun "
+            "(flaky, not counted)") in out
 
 
 def test_the_command_line_is_on_top_of_the_check():
@@ -290,3 +334,236 @@ def test_the_command_line_is_on_top_of_the_check():
             "assert 'zloop.compat.cli' not in sys.modules, sorted(sys.modules)")
     rc, out = _run(ROOT, "-c", code)
     assert rc == 0, out
+
+
+# --- a suite's own options, and a suite pytest cannot start --------------------------
+
+
+def test_a_suites_own_event_loop_option_is_left_to_it(tmp_path):
+    # conftest.py defines --event-loop (asyncio|uvloop), as uvloop-era
+    # suites do: the check runs, and its runs are compared.
+    tree = _copy(tmp_path, "own_option")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 0, out
+    assert "compat: zloop: compared 2 of 2 tests" in out
+    table = _table(out)
+    assert table["asyncio"]["on_loop"] == table["zloop"]["on_loop"] == "2", out
+
+
+def test_plugin_beside_a_suites_own_event_loop_option(tmp_path):
+    tree = _copy(tmp_path, "own_option")
+    rc, out = _run(tree, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider",
+                   "--zloop-loop", "zloop", "--event-loop", "asyncio")
+    assert rc == 0, out
+    assert "2 of 2 tests ran on the zloop event loop" in out
+    # --event-loop is the suite's: it takes the suite's choices only.
+    rc, out = _run(tree, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider",
+                   "--event-loop", "zloop")
+    assert rc == 4, out
+    assert "invalid choice: 'zloop'" in out
+
+
+def test_pytest_stopping_before_collection_is_said_with_its_error(tmp_path):
+    tree = _copy(tmp_path, "own_option")
+    conftest = tree / "conftest.py"
+    conftest.write_text(conftest.read_text() + "\n\ndef pytest_configure(config):\n"
+                        "    raise RuntimeError('the suite cannot start here')\n")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 2, out
+    assert ("pytest stopped before it collected any test: it exited with status" in out)
+    assert "on: RuntimeError: the suite cannot start here" in out
+    assert "some tests failed" not in out
+
+
+# --- how much was compared ---------------------------------------------------------
+
+
+def test_a_suite_that_mostly_errors_on_both_loops_gets_no_ok(tmp_path):
+    tree = _copy(tmp_path, "mostly_errored")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 4, out
+    assert "OK" not in out
+    assert "compat: zloop: compared 2 of 10 tests; 8 errored or were skipped on both loops" \
+        in out
+    assert ("TOO LITTLE COMPARED: zloop: 8 of the 10 tests errored or were skipped on both "
+            "loops (more than half); the commonest error, on stock asyncio too: fixture "
+            "'event_loop' not found") in out
+    row = _table(out)["zloop"]
+    assert (row["status"], row["compared"], row["failed"]) == (
+        "too little compared", "2", "8"), out
+
+
+def test_both_runs_count_loops_alike(tmp_path):
+    # A loop asyncio.new_event_loop() makes and never runs counts on both
+    # sides; a loop the test chooses itself (a class, a factory) runs the
+    # same in both runs, and is counted apart, not compared.
+    tree = _copy(tmp_path, "unrun_loops")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 0, out
+    table = _table(out)
+    for loop in ("asyncio", "zloop"):
+        assert (table[loop]["on_loop"], table[loop]["other_loop"]) == ("2", "2"), out
+    assert table["zloop"]["compared"] == "2"
+    assert ("NOTE: 2 test(s) ran only loops they chose themselves (built from a class, or "
+            "by a factory they name), the same in every run") in out
+
+
+def test_plugin_records_a_loop_made_and_never_run_on_stock_asyncio(tmp_path):
+    tree = _copy(tmp_path, "unrun_loops")
+    for loop in ("asyncio", "zloop"):
+        rc, out = _run(tree, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider",
+                       f"--zloop-loop={loop}", "-k", "never_run or test_run")
+        assert rc == 0, out
+        assert f"2 of 2 tests ran on the {loop} event loop" in out
+
+
+def test_xfailed_and_xpassed_are_in_the_table(tmp_path):
+    tree = _copy(tmp_path, "outcomes")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 0, out
+    for loop in ("asyncio", "zloop"):
+        row = _table(out)[loop]
+        assert [row[c] for c in ("passed", "skipped", "xfailed", "xpassed")] == \
+            ["1", "1", "1", "1"], out
+
+
+def test_an_expected_entry_that_names_no_test_is_said_to(tmp_path):
+    tree = _copy(tmp_path, "outcomes")
+    expected = _expected_file(tmp_path, "check_outcomes.py::test_renamed_long_ago")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--expected", str(expected))
+    assert rc == 0, out
+    assert ("STALE     check_outcomes.py::test_renamed_long_ago: listed (asserts the loop is "
+            "stock asyncio's, by design) but there is no such test in either run") in out
+
+
+# --- what README.md and docs/validate.md show, run as shown ------------------------
+
+_COMMAND = re.compile(r"(?:pytest|python -m zloop\.compat check)\b")
+
+
+def _doc_text(path, section=None):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    if section is not None:
+        text = text[text.index(section):]
+        text = text[:text.find("\n## ", 1) if "\n## " in text[1:] else len(text)]
+    return text
+
+
+def _code_blocks(text):
+    """The fenced blocks, and the blocks indented four spaces or more,
+    each dedented."""
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```[a-z]*\n(.*?)```", text, re.S)]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    block: list[str] = []
+    for line in prose.splitlines() + [""]:
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line)
+        elif block:
+            blocks.append(textwrap.dedent("\n".join(block)).strip() + "\n")
+            block = []
+    return blocks
+
+
+def _documented():
+    """Every command line README's "Testing your code on zloop" and
+    docs/validate.md show (in a code block or inline), and their
+    configuration blocks: {what: block text} ("expected.toml" is the
+    example of an --expected file). The option synopsis (``[--loops ...]``)
+    is no command line."""
+    found = {}
+    for path, section in (("README.md", "## Testing your code on zloop"),
+                          ("docs/validate.md", None)):
+        text = _doc_text(path, section)
+        for block in _code_blocks(text):
+            if block.startswith("[pytest]"):
+                found["ini"] = block
+            elif "def anyio_backend" in block:
+                found["anyio_backend"] = block
+            elif block.startswith("# zloop-expected.toml"):
+                found["expected.toml"] = block
+            for line in block.splitlines():
+                command = line.split("  #")[0].strip()
+                if _COMMAND.match(command) and "[" not in command:
+                    found[command] = block
+        for line in text.splitlines():
+            for command in re.findall(r"`([^`]+)`", line):
+                if _COMMAND.match(command) and "[" not in command and " " in command:
+                    found[command] = command
+    return found
+
+
+def _command(line):
+    words = shlex.split(line)
+    if words[0] == "pytest":
+        return [sys.executable, "-m", "pytest", *words[1:]]
+    assert words[0] == "python", line
+    return [sys.executable, *words[1:]]
+
+
+def _needs_io_uring():
+    if "io_uring" not in zloop.BACKENDS:
+        pytest.skip("this zloop build has no io_uring backend")
+
+
+# What each documented line runs on, and what it must give: (fixture, what
+# it needs, exit status, a line of the output).
+_DOCUMENTED = {
+    "pytest -p zloop.testing --zloop-loop zloop":
+        ("outcomes", None, 0, "3 of 3 tests ran on the zloop event loop"),
+    "pytest -p zloop.testing --zloop-loop zloop --zloop-backend io_uring":
+        ("outcomes", _needs_io_uring, 0, "zloop.testing: event loop zloop, backend io_uring"),
+    "python -m zloop.compat check":
+        ("outcomes", None, 0, "compat: OK"),
+    "python -m zloop.compat check --loops asyncio,zloop,uvloop --backend epoll,io_uring":
+        ("outcomes", lambda: (_needs_io_uring(), pytest.importorskip("uvloop")), 0,
+         "compat: OK"),
+    "python -m zloop.compat check -- -o asyncio_default_fixture_loop_scope=function":
+        ("asyncio_scope", lambda: pytest.importorskip("pytest_asyncio"), 0, "compat: OK"),
+    "python -m zloop.compat check -- mypkg/tests/smoke.py":
+        ("unittest_only", None, 0, "compat: OK"),
+    "python -m zloop.compat check --expected zloop-expected.toml":
+        ("outcomes", None, 0, "listed (asserts isinstance(transport, "
+         "asyncio.selector_events._SelectorTransport)) but there is no such test in "
+         "either run"),
+    "ini": ("outcomes", None, 0, "3 of 3 tests ran on the zloop event loop"),
+    "anyio_backend": ("outcomes", lambda: pytest.importorskip("anyio"), 0, "1 passed"),
+}
+
+
+def test_every_documented_command_is_run_here():
+    assert sorted(set(_documented()) - {"expected.toml"}) == sorted(_DOCUMENTED)
+
+
+@pytest.mark.parametrize("what", sorted(_DOCUMENTED))
+def test_documented_command_works(tmp_path, what):
+    fixture, needs, status, said = _DOCUMENTED[what]
+    if needs is not None:
+        needs()
+    documented = _documented()
+    assert what in documented, f"no longer documented: {what}"
+    tree = _copy(tmp_path, fixture)
+    if what.endswith("mypkg/tests/smoke.py"):
+        # Tests in a file pytest names, not one its patterns match.
+        (tree / "mypkg" / "tests").mkdir(parents=True)
+        (tree / "cases.py").rename(tree / "mypkg" / "tests" / "smoke.py")
+    if what.endswith("zloop-expected.toml"):
+        (tree / "zloop-expected.toml").write_text(documented["expected.toml"])
+    if what == "ini":
+        (tree / "pytest.ini").write_text(documented["ini"] + "python_files = check_*.py\n")
+        command = [sys.executable, "-m", "pytest"]
+    elif what == "anyio_backend":
+        for test in tree.glob("check_*.py"):
+            test.unlink()
+        (tree / "conftest.py").write_text(documented["anyio_backend"])
+        (tree / "check_anyio.py").write_text(
+            "import asyncio\n\nimport pytest\n\n\n@pytest.mark.anyio\n"
+            "async def test_runs_on_zloop():\n"
+            "    assert type(asyncio.get_running_loop()).__module__.startswith('zloop')\n")
+        command = [sys.executable, "-m", "pytest"]
+    else:
+        command = _command(what)
+    proc = subprocess.run(command, cwd=tree, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == status, out
+    assert said in out, out

@@ -1,6 +1,6 @@
 """Run any pytest suite on a chosen event loop, and prove that it did.
 
-    pytest -p zloop.testing --event-loop zloop [--event-loop-report out.json]
+    pytest -p zloop.testing --zloop-loop zloop [--zloop-report out.json]
 
 The plugin swaps the loop behind asyncio's public API, so that pytest-asyncio,
 AnyIO's pytest plugin (``anyio_backend = "asyncio"``), ``asyncio.run()``,
@@ -13,27 +13,36 @@ from the chosen factory, without a line of the suite changing:
   do this in every ``tearDownModule``);
 - a policy instance is installed for the session.
 
-Loops built directly from a class (``asyncio.SelectorEventLoop()``) stay what
-they are: that is not the public API's choice, and a suite that does it needs
-an injection of its own (see ``compat/`` in zloop's repository).
+Loops built directly from a class (``asyncio.SelectorEventLoop()``) or from a
+factory the suite names (AnyIO's ``loop_factory``) stay what they are: that is
+the suite's choice, not the public API's, and such a test runs the same loop
+in every run (see ``compat/`` in zloop's repository for suites that need an
+injection of their own).
 
 Proof: the plugin wraps ``asyncio``'s ``_set_running_loop`` before any loop
 module is imported, and records, for every test, the type of each loop that
-ran during its setup, call and teardown (and of each loop the swapped
-``asyncio.new_event_loop()`` built, run or not). ``--event-loop-report``
-writes a JSON report with each test's outcome and loop types (and, for a
-loop class of no known family, its stock base class);
-``python -m zloop.compat diff`` compares two such reports (one on asyncio,
-one on zloop).
+ran during its setup, call and teardown, and whether the swap reached it: a
+loop that the swapped ``asyncio.new_event_loop()`` built ran, or was built
+(run or not). The stock-asyncio run is instrumented the same way, with stock
+asyncio's own loop behind the same wrapper, so that both runs count alike.
+``--zloop-report`` writes a JSON report with each test's outcome and loop
+types (and, for a loop class of no known family, its stock base class and
+the private methods of that base it overrides); ``python -m zloop.compat
+diff`` compares two such reports (one on asyncio, one on zloop).
 
-Loops: ``asyncio`` (stock, nothing is swapped), ``uvloop``, ``zloop``. With
-``--event-loop-backend NAME`` (one of ``zloop.BACKENDS``) the plugin sets
-``ZLOOP_BACKEND`` before zloop is imported. Every flag has an ini option of the
-same name with underscores (``event_loop = zloop``); an unknown loop or backend
-is a usage error. ``python -m zloop.compat check`` drives this plugin over a
-whole project (docs/validate.md), with the options below the report's, which
-apply the runner's own settings from inside pytest so that none of them can
-clash with a project's configuration.
+Loops: ``asyncio`` (stock), ``uvloop``, ``zloop``. With ``--zloop-backend
+NAME`` (one of ``zloop.BACKENDS``) the plugin sets ``ZLOOP_BACKEND`` before
+zloop is imported. Every flag has an ini option of the same name with
+underscores (``zloop_loop = zloop``); an unknown loop or backend is a usage
+error. The options are namespaced, so that they never collide with a suite's
+own (uvloop-era conftests define ``--event-loop`` or ``--loop``); the
+earlier spellings (``--event-loop``, ``--event-loop-backend``,
+``--event-loop-report``, ``--event-loop-exclude``, ``--event-loop-label`` and
+their ini options) are accepted where the suite does not define them.
+``python -m zloop.compat check`` drives this plugin over a whole project
+(docs/validate.md), with the options below the report's, which apply the
+runner's own settings from inside pytest so that none of them can clash with
+a project's configuration.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,10 +65,13 @@ from zloop import _policy
 
 LOOP_NAMES = ("asyncio", "uvloop", "zloop")
 
-# The user properties that carry a test's loop types, and the stock base
-# class of those of no known family, from an xdist worker.
+# The user properties that carry a test's loop types, whether the swap
+# reached it, and the stock base class of the loop types of no known family
+# (with the base's private methods they override), from an xdist worker.
 _LOOPS_PROPERTY = "zloop_loop_types"
+_REACHED_PROPERTY = "zloop_reached"
 _BASES_PROPERTY = "zloop_loop_bases"
+_OVERRIDES_PROPERTY = "zloop_loop_overrides"
 
 
 def backend_names() -> tuple[str, ...]:
@@ -131,11 +144,29 @@ def stock_base(loop_type: type) -> str:
     return "object"
 
 
+def stock_overrides(loop_type: type) -> list[str]:
+    """The private methods of the nearest stock base class of ``loop_type``
+    that the project's classes in between override (``_run_once``,
+    ``_process_events``): such a class is tied to that base's internals, and
+    no other loop's base can take its place."""
+    own = [cls for cls in loop_type.__mro__
+           if cls is not object and cls.__module__.split(".", 1)[0] not in LOOP_NAMES]
+    stock = next((cls for cls in loop_type.__mro__
+                  if cls.__module__.split(".", 1)[0] in LOOP_NAMES), None)
+    if stock is None:
+        return []
+    return sorted({name for cls in own for name in vars(cls)
+                   if name.startswith("_") and not name.startswith("__")
+                   and callable(getattr(stock, name, None))})
+
+
 # --- recording the loops that actually ran -----------------------------------
 
 
 class LoopRecorder:
-    """Records the type of every loop that becomes the running loop.
+    """Records the type of every loop that becomes the running loop, and
+    whether the swap reached the test: a loop that the swapped
+    ``asyncio.new_event_loop()`` built ran, or was built.
 
     Every asyncio-compatible loop calls asyncio's ``_set_running_loop`` when it
     starts running (``get_running_loop()`` would not work otherwise); uvloop
@@ -147,8 +178,17 @@ class LoopRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: set[str] = set()
-        # type name -> stock base, for the loop types of no known family
+        self._reached = False
+        # The loops the swap built: weakly, so that no loop outlives its
+        # test (an unclosed loop's ResourceWarning must come as it would).
+        self._swapped: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Loops of a type that takes no weak reference, by id: an id reused
+        # by a later loop of such a type is taken for the swap's.
+        self._swapped_ids: set[int] = set()
+        # type name -> stock base, and the base's private methods it
+        # overrides, for the loop types of no known family
         self.bases: dict[str, str] = {}
+        self.overrides: dict[str, list[str]] = {}
         self._installed = False
 
     def install(self) -> None:
@@ -175,18 +215,34 @@ class LoopRecorder:
         except (ImportError, AttributeError, TypeError):
             pass
 
-    def note(self, loop: object) -> None:
+    def note(self, loop: object, built_by_swap: bool = False) -> None:
         name = loop_type_name(loop)
         with self._lock:
+            if built_by_swap:
+                try:
+                    self._swapped.add(loop)
+                except TypeError:
+                    self._swapped_ids.add(id(loop))
             self._seen.add(name)
+            if built_by_swap or self._is_swapped(loop):
+                self._reached = True
             if name not in self.bases and loop_family(name) is None:
                 self.bases[name] = stock_base(type(loop))
+                self.overrides[name] = stock_overrides(type(loop))
 
-    def take(self) -> list[str]:
-        """Return the loop types seen since the last call, and forget them."""
+    def _is_swapped(self, loop: object) -> bool:
+        try:
+            return loop in self._swapped
+        except TypeError:
+            return id(loop) in self._swapped_ids
+
+    def take(self) -> tuple[list[str], bool]:
+        """Return the loop types seen since the last call, and whether a loop
+        of the swap's was among them (or built); forget them."""
         with self._lock:
             seen, self._seen = self._seen, set()
-        return sorted(seen)
+            reached, self._reached = self._reached, False
+        return sorted(seen), reached
 
 
 RECORDER = LoopRecorder()
@@ -204,79 +260,118 @@ RECORDER.install()
 
 
 def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
-    """Make ``asyncio.new_event_loop()`` build the named loop, process-wide.
+    """Make ``asyncio.new_event_loop()`` build the named loop, process-wide,
+    each loop it builds noted as the swap's (see ``LoopRecorder``).
 
-    Returns the loop factory. For ``asyncio`` nothing is changed: the stock run
-    is the control that every other loop is compared against.
+    Returns that factory. For ``asyncio`` the loop is stock asyncio's own, the
+    control that every other loop is compared against, behind the same
+    recording wrapper: both runs count the tests the swap reached alike.
     """
     if backend is not None:
         if backend not in backend_names():
             raise ValueError(f"unknown backend {backend!r}; choose from "
                              f"{', '.join(backend_names())}")
         os.environ["ZLOOP_BACKEND"] = backend
-    factory = loop_factory(name)
-    if name == "asyncio":
-        return factory
+    factory = _recording(loop_factory(name))
+    if _DEFAULT_POLICY is None:
+        if name == "asyncio":
+            return factory  # nothing to swap, and nothing to record through
+        raise RuntimeError("asyncio has no event loop policy to swap the loop through")
     # The policy class's factory, not only an instance: set_event_loop_policy(None)
     # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
-    if _DEFAULT_POLICY is None:
-        raise RuntimeError("asyncio has no event loop policy to swap the loop through")
-    _DEFAULT_POLICY._loop_factory = staticmethod(  # type: ignore[attr-defined]
-        _recording(factory))
+    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
     _policy.set_policy(None)
     return factory
 
 
 def _recording(factory: Callable[[], Any]) -> Callable[[], Any]:
-    """``factory``, noting each loop it builds as seen by the running test:
-    a test that builds its loop through the swap and never runs it was
-    still reached by the swap."""
+    """``factory``, noting each loop it builds as the swap's, seen by the
+    running test: a test that builds its loop through the swap and never
+    runs it was still reached by the swap."""
 
     def new_event_loop() -> Any:
         loop = factory()
-        RECORDER.note(loop)
+        RECORDER.note(loop, built_by_swap=True)
         return loop
 
+    new_event_loop.__wrapped__ = factory  # type: ignore[attr-defined]
     return new_event_loop
+
+
+def chosen_loop(config: pytest.Config) -> str:
+    """The loop this run is on (``asyncio``, ``uvloop`` or ``zloop``), for a
+    suite's injection plugin (``compat/``), after this plugin's
+    ``pytest_configure``."""
+    return config.stash[_STATE_KEY].loop
+
+
+def chosen_factory(config: pytest.Config) -> Callable[[], Any]:
+    """The factory ``asyncio.new_event_loop()`` calls in this run: an
+    injection that builds a suite's loops with it puts them where the swap
+    puts its own, counted as reached."""
+    return config.stash[_STATE_KEY].factory
+
+
+def swap_reached(entry: dict[str, Any], loop: str) -> bool:
+    """Whether a report's test entry ran on the run's ``loop`` through the
+    swap. A report from before the swap was recorded says only the loop
+    types: a loop of ``loop``'s family then counts."""
+    on_family = any(is_loop_of(t, loop) for t in entry.get("loops", ()))
+    if "reached" not in entry:
+        return on_family
+    return bool(entry["reached"]) and on_family
 
 
 # --- pytest plugin ---------------------------------------------------------------
 
 
 # Each option: (flag, ini name, help). The ini name is the flag's, with
-# underscores, as pytest-timeout's ``timeout``: ``event_loop = zloop`` in a
+# underscores, as pytest-timeout's ``timeout``: ``zloop_loop = zloop`` in a
 # pytest.ini [pytest] section (or [tool.pytest.ini_options]) equals
-# ``--event-loop zloop``. A flag wins over $ZLOOP_TEST_LOOP, which wins over the
-# ini file.
+# ``--zloop-loop zloop``. A flag wins over $ZLOOP_TEST_LOOP, which wins over
+# the ini file. The ini name is also the option's dest: one of the suite's
+# own options cannot share it.
 _OPTIONS = (
-    ("--event-loop", "event_loop",
+    ("--zloop-loop", "zloop_loop",
      "loop that asyncio.new_event_loop() builds for the whole run: "
      f"{'|'.join(LOOP_NAMES)} (default: $ZLOOP_TEST_LOOP, else asyncio)"),
-    ("--event-loop-backend", "event_loop_backend",
+    ("--zloop-backend", "zloop_backend",
      "zloop backend, one of zloop.BACKENDS (epoll|io_uring on Linux), passed to zloop "
      "as ZLOOP_BACKEND"),
-    ("--event-loop-report", "event_loop_report",
+    ("--zloop-report", "zloop_report",
      "write a JSON report: each test's outcome and the loop types it ran on"),
-    ("--event-loop-exclude", "event_loop_exclude",
+    ("--zloop-exclude", "zloop_exclude",
      'deselect tests named in a JSON list of {"test": glob, "reason": text}'),
-    ("--event-loop-label", "event_loop_label",
+    ("--zloop-label", "zloop_label",
      "free-form label stored in the report (suite name, version)"),
-    ("--event-loop-select", "event_loop_select",
+    ("--zloop-select", "zloop_select",
      "run only the tests named in a JSON list of test ids (the runner's reruns: "
      "the run's own arguments stay as they were)"),
-    ("--event-loop-jobs", "event_loop_jobs",
+    ("--zloop-jobs", "zloop_jobs",
      "pytest-xdist workers, when xdist is active (0: none)"),
-    ("--event-loop-timeout", "event_loop_timeout",
+    ("--zloop-timeout", "zloop_timeout",
      "per-test timeout in seconds, when pytest-timeout is active"),
-    ("--event-loop-complete", "event_loop_complete",
+    ("--zloop-complete", "zloop_complete",
      "yes: run every test even where the configuration stops at the first failure "
      "(-x, --maxfail, --sw): two runs compared test by test must both be complete"),
 )
-_PATH_OPTIONS = ("event_loop_report", "event_loop_exclude", "event_loop_select")
+_PATH_OPTIONS = ("zloop_report", "zloop_exclude", "zloop_select")
+_FLAGS = {name: flag for flag, name, _ in _OPTIONS}
+# The earlier spellings of the user's options, accepted only where the suite
+# does not define the same flag or ini option itself (uvloop-era conftests
+# have their own --event-loop): option -> (flag, ini name).
+_OLD_SPELLINGS = {
+    "zloop_loop": ("--event-loop", "event_loop"),
+    "zloop_backend": ("--event-loop-backend", "event_loop_backend"),
+    "zloop_report": ("--event-loop-report", "event_loop_report"),
+    "zloop_exclude": ("--event-loop-exclude", "event_loop_exclude"),
+    "zloop_label": ("--event-loop-label", "event_loop_label"),
+}
+_GROUP = "zloop"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    group = parser.getgroup("zloop", "run the suite on a chosen event loop (zloop.testing)")
+    group = parser.getgroup(_GROUP, "run the suite on a chosen event loop (zloop.testing)")
     for flag, name, text in _OPTIONS:
         # Checked in pytest_configure, not by argparse's choices: the ini and
         # the environment need the same check, and it must be an error.
@@ -291,23 +386,68 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         parser.addini("cache_dir", help="unused: the cache plugin is off (zloop.testing)")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Any:
+    """After the suite's own conftest files added their options: the earlier
+    spellings, each where the suite left it free. The command line is parsed
+    in full only after this hook, so a flag added here is taken there."""
+    yield
+    taken_flags = _taken_flags(parser)
+    taken_ini = _taken_ini(parser)
+    group = parser.getgroup(_GROUP)
+    accepted = early_config.stash.setdefault(_OLD_KEY, {})
+    for name, (flag, ini) in _OLD_SPELLINGS.items():
+        if taken_flags is None or taken_ini is None or flag in taken_flags or ini in taken_ini:
+            continue
+        help_text = f"as {_FLAGS[name]} (its earlier name)"
+        group.addoption(flag, dest="zloop_old_" + name, default=None,
+                        metavar="PATH" if name in _PATH_OPTIONS else None, help=help_text)
+        parser.addini(ini, help=help_text, default=None)
+        accepted[name] = (flag, ini)
+
+
+def _taken_flags(parser: pytest.Parser) -> set[str] | None:
+    """Every flag registered so far, or None where pytest's parser does not
+    say (then no earlier spelling is added: it might collide)."""
+    groups = [getattr(parser, "_anonymous", None), *getattr(parser, "_groups", [])]
+    try:
+        return {flag for group in groups if group is not None
+                for option in group.options for flag in option.names()}
+    except AttributeError:
+        return None
+
+
+def _taken_ini(parser: pytest.Parser) -> set[str] | None:
+    names = getattr(parser, "_inidict", None)
+    if names is None:
+        return None
+    return {*names, *getattr(parser, "_ini_aliases", {})}
+
+
 def _setting(config: pytest.Config, name: str,
              env: str | None = None) -> tuple[str | None, str]:
-    """An option's value and where it came from: the flag, else the
-    environment variable, else the ini file (a relative path there is
-    relative to the ini file's directory)."""
-    flag = "--" + name.replace("_", "-")
+    """An option's value and where it came from: the flag (or its earlier
+    spelling), else the environment variable, else the ini option (or its
+    earlier spelling; a relative path there is relative to the ini file's
+    directory)."""
+    old_flag, old_ini = config.stash.get(_OLD_KEY, {}).get(name, (None, None))
     value = config.getoption(name)
     if value is not None:
-        return value, flag
+        return value, _FLAGS[name]
+    if old_flag is not None:
+        value = config.getoption("zloop_old_" + name)
+        if value is not None:
+            return value, old_flag
     if env and os.environ.get(env):
         return os.environ[env], f"${env}"
-    value = config.getini(name)
-    if not value:
-        return None, flag
-    if name in _PATH_OPTIONS and config.inipath is not None:
-        value = str(config.inipath.parent / value)
-    return value, f"the {name} ini option"
+    for ini in (name, old_ini):
+        value = config.getini(ini) if ini is not None else None
+        if value:
+            if name in _PATH_OPTIONS and config.inipath is not None:
+                value = str(config.inipath.parent / value)
+            return value, f"the {ini} ini option"
+    return None, _FLAGS[name]
 
 
 def _choice(config: pytest.Config, name: str, choices: tuple[str, ...],
@@ -322,7 +462,7 @@ def _choice(config: pytest.Config, name: str, choices: tuple[str, ...],
 
 
 def _backend_choice(config: pytest.Config) -> str | None:
-    value, where = _setting(config, "event_loop_backend")
+    value, where = _setting(config, "zloop_backend")
     if value is None:
         return None
     try:
@@ -330,7 +470,7 @@ def _backend_choice(config: pytest.Config) -> str | None:
     except ImportError as exc:
         raise pytest.UsageError(f"zloop.testing: {where} is {value!r}, but zloop is not "
                                 f"importable here: {exc}") from None
-    return _choice(config, "event_loop_backend", names)
+    return _choice(config, "zloop_backend", names)
 
 
 def _count(config: pytest.Config, name: str) -> float | None:
@@ -349,8 +489,8 @@ def _count(config: pytest.Config, name: str) -> float | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Applies ``--event-loop-complete``, and ``--event-loop-jobs`` and
-    ``--event-loop-timeout`` to pytest-xdist and pytest-timeout, each only
+    """Applies ``--zloop-complete``, and ``--zloop-jobs`` and
+    ``--zloop-timeout`` to pytest-xdist and pytest-timeout, each only
     when the plugin is active in this run: a flag of theirs on the command
     line would be an unknown argument in a project that turns the plugin
     off. Runs before any ``pytest_configure`` (the stepwise plugin's
@@ -358,13 +498,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     which turns ``numprocesses`` into workers."""
     if hasattr(config, "workerinput"):
         return  # an xdist worker: the controller's options came with it
-    complete = _choice(config, "event_loop_complete", ("yes", "no"))
+    complete = _choice(config, "zloop_complete", ("yes", "no"))
     if complete == "yes":
         config.option.maxfail = 0
         for name in ("stepwise", "stepwise_skip", "stepwise_reset"):
             if hasattr(config.option, name):
                 setattr(config.option, name, False)
-    jobs = _count(config, "event_loop_jobs")
+    jobs = _count(config, "zloop_jobs")
     xdist = config.pluginmanager.hasplugin("xdist")
     if jobs is not None and xdist:
         config.option.numprocesses = int(jobs)
@@ -372,7 +512,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             # A hang ends its worker; xdist's default of 4 restarts per
             # worker would then stop the run and leave the rest unrun.
             config.option.maxworkerrestart = "100000"
-    timeout_s = _count(config, "event_loop_timeout")
+    timeout_s = _count(config, "zloop_timeout")
     if timeout_s is not None and config.pluginmanager.hasplugin("timeout"):
         config.option.timeout = timeout_s
         # In a worker, the thread method ends the worker and xdist reports
@@ -382,7 +522,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    name = _choice(config, "event_loop", LOOP_NAMES, "ZLOOP_TEST_LOOP") or "asyncio"
+    name = _choice(config, "zloop_loop", LOOP_NAMES, "ZLOOP_TEST_LOOP") or "asyncio"
     backend = _backend_choice(config)
     factory = install_loop(name, backend)
     config.stash[_STATE_KEY] = _State(config, name, backend, factory)
@@ -393,7 +533,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     state = config.stash[_STATE_KEY]
     backend = f", backend {state.backend}" if state.backend else ""
-    return f"zloop.testing: event loop {state.loop}{backend} ({state.factory!r})"
+    factory = getattr(state.factory, "__wrapped__", state.factory)
+    return f"zloop.testing: event loop {state.loop}{backend} ({factory!r})"
 
 
 class _State:
@@ -406,12 +547,13 @@ class _State:
         self.backend = backend
         self.factory = factory
         self.is_worker = hasattr(config, "workerinput")
-        self.report_path = _setting(config, "event_loop_report")[0]
-        self.excludes = _load_excludes(_setting(config, "event_loop_exclude")[0])
-        self.select = _load_select(_setting(config, "event_loop_select")[0])
+        self.report_path = _setting(config, "zloop_report")[0]
+        self.excludes = _load_excludes(_setting(config, "zloop_exclude")[0])
+        self.select = _load_select(_setting(config, "zloop_select")[0])
         self.excluded: dict[str, str] = {}
         self.tests: dict[str, dict[str, Any]] = {}
         self.loop_bases: dict[str, str] = {}
+        self.loop_overrides: dict[str, list[str]] = {}
         self.started_s = time.time()
         self._jsonl = None
         if self.report_path and not self.is_worker:
@@ -432,11 +574,14 @@ class _State:
         yield
         # Appended before the teardown report is made, so it travels with it
         # (through xdist too).
-        loops = RECORDER.take()
+        loops, reached = RECORDER.take()
         item.user_properties.append((_LOOPS_PROPERTY, loops))
+        item.user_properties.append((_REACHED_PROPERTY, reached))
         bases = {name: RECORDER.bases[name] for name in loops if name in RECORDER.bases}
         if bases:
             item.user_properties.append((_BASES_PROPERTY, bases))
+            item.user_properties.append((_OVERRIDES_PROPERTY, {
+                name: RECORDER.overrides.get(name, []) for name in bases}))
 
     # Exclusions.
 
@@ -487,7 +632,8 @@ class _State:
         if self.is_worker:
             return
         entry = self.tests.setdefault(
-            report.nodeid, {"outcome": None, "loops": [], "duration_s": 0.0})
+            report.nodeid, {"outcome": None, "loops": [], "reached": False,
+                            "duration_s": 0.0})
         entry["duration_s"] = round(entry["duration_s"] + (report.duration or 0.0), 4)
         outcome = _phase_outcome(report)
         if outcome is not None and _OUTCOME_RANK[outcome] >= _OUTCOME_RANK.get(
@@ -501,8 +647,12 @@ class _State:
         for key, value in report.user_properties:
             if key == _LOOPS_PROPERTY:
                 entry["loops"] = sorted(set(entry["loops"]) | set(value))
+            elif key == _REACHED_PROPERTY:
+                entry["reached"] = entry["reached"] or bool(value)
             elif key == _BASES_PROPERTY:
                 self.loop_bases.update(value)
+            elif key == _OVERRIDES_PROPERTY:
+                self.loop_overrides.update(value)
         if report.when in ("teardown", "???") or outcome == "crashed":
             if self._jsonl is not None:
                 self._jsonl.write(json.dumps({"test": report.nodeid, **entry}) + "\n")
@@ -516,7 +666,7 @@ class _State:
         # a plain `pytest -p zloop.testing` run gets.
         report = build_report(
             self.tests, self.excluded, loop=self.loop, backend=self.backend,
-            label=_setting(self.config, "event_loop_label")[0],
+            label=_setting(self.config, "zloop_label")[0],
             wall_s=time.time() - self.started_s, exitstatus=int(exitstatus))
         self.config.stash[_SUMMARY_KEY] = report["summary"]
         if not self.report_path:
@@ -530,6 +680,7 @@ class _State:
         report["excluded"] = dict(self.excluded)
         report["summary"]["excluded"] = len(self.excluded)
         report["loop_bases"] = dict(sorted(self.loop_bases.items()))
+        report["loop_overrides"] = dict(sorted(self.loop_overrides.items()))
         Path(self.report_path).write_text(json.dumps(report, indent=1, sort_keys=True),
                                           encoding="utf-8")
 
@@ -544,6 +695,8 @@ class _State:
 
 
 _STATE_KEY = pytest.StashKey[_State]()
+# option -> (flag, ini name): the earlier spellings this run accepts.
+_OLD_KEY = pytest.StashKey[dict]()
 _SUMMARY_KEY = pytest.StashKey[dict]()
 
 # When phases disagree, the worst wins: a test that passed its call and then
@@ -641,7 +794,8 @@ def glob_match(nodeid: str, pattern: str) -> bool:
 def build_report(tests: dict[str, dict[str, Any]], excluded: dict[str, str], *, loop: str,
                  backend: str | None, label: str | None, wall_s: float,
                  exitstatus: int | None) -> dict[str, Any]:
-    """The JSON report: metadata, per-test outcomes and the swap count."""
+    """The JSON report: metadata, per-test outcomes and the swap count
+    (``on_loop``: the tests that ran on the run's loop through the swap)."""
     counts: dict[str, int] = {}
     on_loop = 0
     ran = 0
@@ -650,7 +804,7 @@ def build_report(tests: dict[str, dict[str, Any]], excluded: dict[str, str], *, 
         counts[outcome] = counts.get(outcome, 0) + 1
         if outcome not in ("skipped", "unknown"):
             ran += 1
-        if any(is_loop_of(t, loop) for t in entry["loops"]):
+        if swap_reached(entry, loop):
             on_loop += 1
     return {
         "format": "zloop.testing/1",

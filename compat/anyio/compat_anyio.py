@@ -10,11 +10,13 @@ spawns from ``subprocess_exec``/``subprocess_shell`` of ``zloop/_unix.py`` and
 makes the same read; without the same allowance every anyio subprocess test
 fails on the tool (and leaves a half-spawned child behind) instead of testing
 zloop's subprocess support. This plugin mirrors exactly those allowances onto
-zloop's functions of the same names, and only for ``--event-loop zloop``; every
+zloop's functions of the same names, and only for ``--zloop-loop zloop``; every
 other blocking call stays detected.
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -25,7 +27,9 @@ _SPAWN_FUNCTIONS = frozenset({"subprocess_exec", "subprocess_shell"})
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("event_loop") != "zloop":
+    # zloop.testing, or the same file loaded as zloop_testing (see compat_uvicorn)
+    testing = sys.modules.get("zloop.testing") or sys.modules["zloop_testing"]
+    if testing.chosen_loop(config) != "zloop":
         return
     try:
         from blockbuster import blockbuster as bb

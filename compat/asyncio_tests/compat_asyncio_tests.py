@@ -64,5 +64,5 @@ def pytest_collectstart(collector: pytest.Collector) -> None:
         module = collector.obj  # imports the module; pytest reports errors itself
     except Exception:
         return
-    factory = _testing().loop_factory(collector.config.getoption("event_loop"))
+    factory = _testing().chosen_factory(collector.config)
     add_twins(module, factory)

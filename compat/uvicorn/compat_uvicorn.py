@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # zloop.testing, or the same file loaded as zloop_testing when zloop is not
     # built (the runner does that for asyncio and uvloop runs).
     testing = sys.modules.get("zloop.testing") or sys.modules["zloop_testing"]
-    factory = testing.loop_factory(config.getoption("event_loop"))
+    factory = testing.chosen_factory(config)
 
     def loop_under_test_factory(use_subprocess: bool = False):
         return factory

@@ -16,9 +16,12 @@ the first lines of its failure.
 
 Exit status: 0 when every difference is listed, with its reason, in the
 ``--expected`` file (the format of ``compat/SUITE/expected.toml``); 1 when
-one is not, or a run failed; 2 on a usage error; 3 when the swap reached no
-test (every test that ran a loop ran the project's own loop class), so that
-nothing was compared. It uses pytest-xdist and pytest-timeout when the
+one is not, or a run failed; 2 on a usage error, or when pytest stopped
+before collecting a test; 3 when the swap reached no test (the suite runs no
+loop, or only loops it chose itself, such as its own loop class), so that
+nothing was compared; 4 when too little was compared for a verdict (more
+than half of the tests errored or were skipped on both loops, or fewer than
+a tenth were compared). It uses pytest-xdist and pytest-timeout when the
 project's runs have them.
 """
 
@@ -26,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
+import json
 import sys
 import tempfile
 from collections import Counter
@@ -50,6 +55,12 @@ RERUN_MAX = 300
 
 # The exit status when the swap reached no test: nothing was compared.
 EXIT_NOT_REACHED = 3
+# The exit status when too little of the suite was compared for a verdict:
+# more than this share of the tests errored or were skipped on both loops...
+EXIT_TOO_LITTLE = 4
+MAX_NOT_RUN_SHARE = 0.5
+# ... or fewer than this share of them were compared.
+MIN_COMPARED_SHARE = 0.1
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -113,16 +124,11 @@ def _check(suite: Suite, args: argparse.Namespace, runs: list[tuple[str, str | N
     baseline = load_run(base_path, rc)
     base_verdict = judge(suite, args, "asyncio", None, baseline, None, base_path, rc, project,
                          require_loop=False)
-    own = _own_loop_tests(baseline)
+    _split_skips(base_verdict.row, baseline)
     reached = baseline["summary"]["on_loop"] > 0
-    if not reached and own:
-        base_verdict.row["status"] = "not compared"
-    elif not reached and baseline["summary"]["collected"]:
-        base_verdict.row["status"] = "no loop"
-        base_verdict.problems.append(
-            "no test ran an event loop, so there is nothing to compare: does the suite have "
-            "async tests, and is the plugin that runs them (pytest-asyncio, anyio's) "
-            "installed here?")
+    if not reached and baseline["summary"]["collected"]:
+        own = _own_loop_tests(baseline)
+        base_verdict.row["status"] = "not compared" if own else "no loop"
     checked: list[Checked] = []
     if reached and not base_verdict.problems:
         for loop, backend in runs:
@@ -133,8 +139,23 @@ def _check(suite: Suite, args: argparse.Namespace, runs: list[tuple[str, str | N
             verdict = judge(suite, args, loop, backend, result, baseline, path, rc,
                             project, rounds=args.reruns, reached_only=True,
                             rerun_max=RERUN_MAX)
+            _split_skips(verdict.row, result)
             checked.append((loop, backend, verdict, result))
-    return _print_outcome(suite, baseline, base_verdict, checked, args, out_dir, own)
+    status = _print_outcome(suite, baseline, base_verdict, checked, args, out_dir)
+    if args.results:
+        # The table and the verdict, for a script that runs check on many
+        # projects (scripts/check_projects.py).
+        rows = [base_verdict.row, *(verdict.row for _, _, verdict, _ in checked)]
+        (out_dir / "check.json").write_text(json.dumps(
+            {"exit": status, "rows": rows}, indent=1), encoding="utf-8")
+    return status
+
+
+def _split_skips(row: dict[str, Any], result: dict[str, Any]) -> None:
+    """check's table counts skipped, xfailed and xpassed tests apart."""
+    counts = result["summary"]["counts"]
+    for outcome in ("skipped", "xfailed", "xpassed"):
+        row[outcome] = counts.get(outcome, 0)
 
 
 def _own_loop_tests(result: dict[str, Any]) -> dict[str, list[str]]:
@@ -144,6 +165,69 @@ def _own_loop_tests(result: dict[str, Any]) -> dict[str, list[str]]:
 
     return {test: entry["loops"] for test, entry in sorted(result["tests"].items())
             if entry["loops"] and all(loop_family(t) is None for t in entry["loops"])}
+
+
+def _chosen_loop_tests(result: dict[str, Any]) -> list[str]:
+    """The tests of a run that ran only loops they chose themselves, none of
+    them a loop class of the project's own: built from a class
+    (``asyncio.SelectorEventLoop()``) or by a factory the test names
+    (AnyIO's ``loop_factory``)."""
+    from zloop.testing import loop_family, swap_reached  # imports pytest
+
+    return sorted(test for test, entry in result["tests"].items()
+                  if entry["loops"] and not swap_reached(entry, result["loop"])
+                  and any(loop_family(t) is not None for t in entry["loops"]))
+
+
+@dataclasses.dataclass
+class Coverage:
+    """How much of the suite a run on another loop compared with the baseline."""
+
+    total: int  # tests in either run, the excluded ones left out
+    compared: int  # reached by the swap, and run (not errored or skipped) in a run
+    not_run: int  # errored or skipped in both runs
+    no_loop: int  # ran no event loop in either run
+    chosen: int  # ran only loops they chose themselves, in both runs
+    commonest_error: str  # the commonest message of the tests that errored in both
+
+    @property
+    def too_little(self) -> bool:
+        return self.total > 0 and (self.not_run > self.total * MAX_NOT_RUN_SHARE
+                                   or self.compared < self.total * MIN_COMPARED_SHARE)
+
+
+def how_much_compared(baseline: dict[str, Any], result: dict[str, Any],
+                      loop: str) -> Coverage:
+    """How much of the suite the run on ``loop`` compared with the baseline."""
+    excluded = set(baseline.get("excluded", {})) | set(result.get("excluded", {}))
+    tests = (set(baseline["tests"]) | set(result["tests"])) - excluded
+    compared = not_run = no_loop = chosen = 0
+    errors: Counter[str] = Counter()
+    for test in tests:
+        base, got = baseline["tests"].get(test), result["tests"].get(test)
+        outcomes = {(base or {}).get("outcome"), (got or {}).get("outcome")}
+        where = report.reach(base, got, loop)
+        if outcomes <= {"error", "skipped"}:
+            not_run += 1
+            if outcomes == {"error"} and base and _error_text(base):
+                errors[_error_text(base)] += 1
+        elif where == report.ON_LOOP:
+            compared += 1
+        elif where == report.NO_LOOP:
+            no_loop += 1
+        else:
+            chosen += 1
+    commonest = errors.most_common(1)[0][0] if errors else ""
+    return Coverage(len(tests), compared, not_run, no_loop, chosen, commonest)
+
+
+def _error_text(entry: dict[str, Any]) -> str:
+    """What a failed test's report says went wrong: its first ``E`` line
+    (``fixture 'event_loop' not found``), else its short message."""
+    for line in entry.get("detail", []):
+        if line.startswith("E "):
+            return line[1:].strip()
+    return entry.get("message", "")
 
 
 def _own_loop_note(own: dict[str, list[str]], bases: dict[str, str]) -> str:
@@ -158,14 +242,58 @@ def _own_loop_note(own: dict[str, list[str]], bases: dict[str, str]) -> str:
             "compared")
 
 
+def _own_loop_advice(own: dict[str, list[str]], overrides: dict[str, list[str]]) -> str:
+    """What to do about tests on the project's own loop class: make its base
+    configurable, unless it overrides its stock base's internals, which no
+    other loop has."""
+    classes = sorted({t for loops in own.values() for t in loops})
+    tied = {name: overrides[name] for name in classes if overrides.get(name)}
+    if not tied:
+        return ("To check those tests on zloop, make the loop class's base configurable "
+                "(e.g. zloop.Loop when an environment variable says so) and run them on "
+                "each base")
+    said = "; ".join(f"`{name}` overrides its stock base's private "
+                     f"{', '.join(f'`{m}`' for m in methods)}"
+                     for name, methods in tied.items())
+    return (f"{said}: a class built on stock asyncio's internals cannot take zloop.Loop "
+            "as its base, so those tests run on stock asyncio only, with or without zloop")
+
+
+def _no_loop_reason(baseline: dict[str, Any]) -> str:
+    """Why a suite in which the swap reached no test has nothing to compare."""
+    tests = baseline["tests"]
+    chosen = _chosen_loop_tests(baseline)
+    ran_none = sum(1 for entry in tests.values() if not entry["loops"])
+    said = f"none of the {len(tests)} tests ran a loop that asyncio.new_event_loop() built"
+    if chosen:
+        said += (f": {len(chosen)} ran only loops they chose themselves (e.g. {chosen[0]}), "
+                 f"the same in every run, and {ran_none} ran no event loop")
+    else:
+        said += (" (the suite's tests run no asyncio event loop: they are synchronous, or "
+                 "drive their coroutines by hand)")
+    unrun = sorted(test for test, entry in tests.items()
+                   if "not natively supported" in entry.get("message", ""))
+    if unrun:
+        said += (f"; {len(unrun)} test(s) are async functions that no plugin ran (pytest: "
+                 "\"async def functions are not natively supported\", e.g. "
+                 f"{unrun[0]}): install the plugin they are written for (pytest-asyncio, "
+                 "AnyIO's) where the check runs")
+    return said
+
+
 def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict,
-                   checked: list[Checked], args: argparse.Namespace, out_dir: Path,
-                   own: dict[str, list[str]]) -> int:
+                   checked: list[Checked], args: argparse.Namespace, out_dir: Path) -> int:
     problems = list(base_verdict.problems)
     rows = [base_verdict.row]
+    coverages = []
     for loop, backend, verdict, result in checked:
         if verdict.row["status"] == "stale list":
             verdict.row["status"] = "ok"  # a fixed difference is no failure here
+        coverage = how_much_compared(baseline, result, loop)
+        coverages.append((run_label(loop, backend), coverage))
+        verdict.row["compared"] = coverage.compared
+        if coverage.too_little and verdict.row["status"] == "ok":
+            verdict.row["status"] = "too little compared"
         rows.append(verdict.row)
         label = run_label(loop, backend)
         problems += [f"{label}: {p}" for p in verdict.problems]
@@ -175,7 +303,6 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
         for d in verdict.diff.listed:
             print(f"  LISTED    {d.test}: asyncio {d.baseline}, {loop} {d.target} "
                   f"({d.entry.reason if d.entry else ''})")
-        _print_unswapped(result, loop)
         if verdict.diff.unlisted:
             problems.append(f"{label}: {len(verdict.diff.unlisted)} test(s) differ from "
                             "stock asyncio and are not listed in "
@@ -183,23 +310,41 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
     print(f"\ncompat: {suite.name} ({suite.directory}), Python "
           "{}.{}.{}".format(*sys.version_info[:3]))
     report.print_table(rows, report.CHECK_COLUMNS)
-    print("  on_loop: tests that ran a loop of the run's kind; other_loop: only loops the "
-          "swap does not replace (the project's own class, or asyncio's built from a "
-          "class); no_loop: no event loop; not_counted: differing outcomes in tests the "
+    print("  on_loop: tests that ran on the run's loop through the swap "
+          "(asyncio.new_event_loop()); other_loop: only loops they chose themselves (their "
+          "own class, one built from a class, a factory they name), the same in every "
+          "run; no_loop: no event loop; compared: reached by the swap and run on a loop "
+          "(not errored or skipped on both); not_counted: differing outcomes in tests the "
           "swap did not reach, which cannot come from the loop")
     if args.results:
         print(f"compat: reports and pytest's output in {out_dir}")
+    own = _own_loop_tests(baseline)
     note = _own_loop_note(own, baseline.get("loop_bases", {})) if own else None
-    if note and baseline["summary"]["on_loop"] == 0 and not problems:
-        print(f"compat: NOT COMPARED: {note}.")
-        print("compat: nothing to compare, so no verdict. To check those tests on zloop, "
-              "make the loop class's base configurable (e.g. zloop.Loop when an "
-              "environment variable says so) and run them on each base; the suite's other "
-              "tests, if any, are compared by this check (docs/validate.md, \"A suite with "
-              "its own loop class\")")
+    if baseline["summary"]["on_loop"] == 0 and baseline["summary"]["collected"] \
+            and not problems:
+        if note:
+            print(f"compat: NOT COMPARED: {note}.")
+            print("compat: nothing to compare, so no verdict. "
+                  f"{_own_loop_advice(own, baseline.get('loop_overrides', {}))}; the "
+                  "suite's other tests, if any, are compared by this check "
+                  "(docs/validate.md, \"A suite with its own loop class\")")
+        else:
+            print(f"compat: NOT COMPARED: {_no_loop_reason(baseline)}.")
+            print("compat: nothing to compare, so no verdict (docs/validate.md, "
+                  "\"Exit status\")")
         return EXIT_NOT_REACHED
     if note:
         print(f"compat: NOTE: {note}")
+    chosen = _chosen_loop_tests(baseline)
+    if chosen:
+        print(f"compat: NOTE: {len(chosen)} test(s) ran only loops they chose themselves "
+              "(built from a class, or by a factory they name), the same in every run: "
+              f"counted as other_loop, not compared (e.g. {chosen[0]})")
+    for label, coverage in coverages:
+        print(f"compat: {label}: compared {coverage.compared} of {coverage.total} tests; "
+              f"{coverage.not_run} errored or were skipped on both loops, "
+              f"{coverage.no_loop} ran no event loop, {coverage.chosen} only loops they "
+              "chose themselves")
     for problem in problems:
         print(f"compat: FAIL: {problem}")
     if problems:
@@ -208,9 +353,29 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
                   "stock asyncio's own classes or internals; list accepted ones, with the "
                   "reason, in a TOML file passed as --expected (see docs/validate.md)")
         return 1
+    little = [(label, c) for label, c in coverages if c.too_little]
+    if little:
+        for label, c in little:
+            print(f"compat: TOO LITTLE COMPARED: {label}: {_too_little_reason(c)}")
+        print("compat: no difference in what was compared, but that is too little of the "
+              "suite for a verdict: make the suite run under plain pytest first "
+              "(docs/validate.md, \"Exit status\")")
+        return EXIT_TOO_LITTLE
     print("compat: OK: every run ran on its loop, and no test differs from stock asyncio "
           "beyond the listed ones")
     return 0
+
+
+def _too_little_reason(c: Coverage) -> str:
+    said = []
+    if c.not_run > c.total * MAX_NOT_RUN_SHARE:
+        said.append(f"{c.not_run} of the {c.total} tests errored or were skipped on both "
+                    "loops (more than half)")
+    if c.compared < c.total * MIN_COMPARED_SHARE:
+        said.append(f"only {c.compared} of the {c.total} were compared (fewer than a tenth)")
+    if c.commonest_error:
+        said.append(f"the commonest error, on stock asyncio too: {c.commonest_error}")
+    return "; ".join(said)
 
 
 def _details(diff: report.DiffResult, baseline: dict[str, Any],
@@ -226,20 +391,3 @@ def _details(diff: report.DiffResult, baseline: dict[str, Any],
                 details[d.test] = [side + lines[0], *lines[1:]]
                 break
     return details
-
-
-def _print_unswapped(result: dict[str, Any], loop: str, limit: int = 5) -> None:
-    """Tests that ran only stock asyncio loops in a run on another loop:
-    their loop came from a loop class (``asyncio.SelectorEventLoop()``), not
-    from ``asyncio.new_event_loop()``, so the swap could not reach them.
-    They are compared all the same (the stock run ran them on the same)."""
-    from zloop.testing import is_loop_of  # imports pytest, which check requires
-
-    missed = sorted(test for test, entry in result["tests"].items()
-                    if entry["loops"] and all(is_loop_of(t, "asyncio") for t in entry["loops"]))
-    if not missed:
-        return
-    print(f"  NOTE      {len(missed)} test(s) ran only stock asyncio loops in the {loop} run "
-          "(built from a loop class, which the swap does not reach), e.g.:")
-    for test in missed[:limit]:
-        print(f"            {test}")

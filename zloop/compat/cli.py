@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Run this project's pytest suite once per loop (and zloop backend), "
         "prove each run ran on its loop, rerun the tests whose outcome differs to tell "
         "flaky tests from real differences, and exit 1 if a difference is not listed in "
-        "--expected; exit 3 when the swap reached no test (the suite's own loop class). "
-        "See docs/validate.md.")
+        "--expected; exit 3 when the swap reached no test (the suite runs no loop, or only "
+        "its own loop class), 4 when too little of the suite was compared for a verdict "
+        "(most of it errored or was skipped on both loops). See docs/validate.md.")
     p.add_argument("--loops", default="asyncio,zloop",
                    help="comma-separated loops; asyncio, the baseline, always runs "
                    f"(from {','.join(LOOPS)}; default asyncio,zloop)")

@@ -8,8 +8,9 @@ collected in that run). Excluded tests are compared in neither run.
 Where the swap could not reach a test, its outcome cannot differ because of
 the loop, and ``check`` does not count it (``diff_reports(..., loop=...)``):
 a test that ran no event loop in either run (AnyIO's trio half, a plain
-function), or one that ran only loops of a class of the project's own (a
-loop class the swap does not replace).
+function), or one that ran only loops it chose itself in both runs (a loop
+class of the project's own, ``asyncio.SelectorEventLoop()``, a loop factory
+it names).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def load_report(path: Path) -> dict[str, Any]:
 
 # Where a test ran, as far as the swap goes (see `reach`).
 ON_LOOP = "on a loop"  # the swap reached it: compared
-OTHER_LOOP = "other loop"  # only loops the swap does not replace: not compared
+OTHER_LOOP = "other loop"  # only loops the test chose itself: not compared
 NO_LOOP = "no loop"  # no event loop in either run: not compared
 
 
@@ -72,6 +73,8 @@ class Difference:
 class DiffResult:
     differences: list[Difference] = field(default_factory=list)
     stale: list[Entry] = field(default_factory=list)
+    # Of the stale entries, those that name no test of either run.
+    unknown: list[Entry] = field(default_factory=list)
     # Unlisted differences that went away when both loops ran the test
     # again (see `drop_unconfirmed`): printed, not counted.
     flaky: list[Difference] = field(default_factory=list)
@@ -94,18 +97,25 @@ class DiffResult:
 
 def reach(base_entry: dict[str, Any] | None, target_entry: dict[str, Any] | None,
           loop: str) -> str:
-    """Whether the swap to ``loop`` reached a test, from the loop types it
-    ran in the stock-asyncio run and in the run on ``loop``: ON_LOOP when
-    either ran a loop of asyncio's family or of ``loop``'s, OTHER_LOOP when
-    they ran only loops of other classes (the project's own, or uvloop's in
-    a zloop run), NO_LOOP when they ran none. A test missing from one run is ON_LOOP: a collection difference
-    is a difference."""
+    """Whether the swap to ``loop`` reached a test, in the stock-asyncio run
+    or in the run on ``loop``: ON_LOOP when a loop that the swapped
+    ``asyncio.new_event_loop()`` built ran (or was built) in either,
+    OTHER_LOOP when the test ran only loops it chose itself, in both runs
+    (its own loop class, ``asyncio.SelectorEventLoop()``, AnyIO's
+    ``loop_factory``: the same loop each time, so nothing was compared),
+    NO_LOOP when it ran none. A test missing from one run is ON_LOOP: a
+    collection difference is a difference. For reports that do not say
+    whether the swap reached a test, a loop of asyncio's family or of
+    ``loop``'s counts as reached."""
     from zloop.testing import loop_family  # imports pytest, which a run needs
 
     if base_entry is None or target_entry is None:
         return ON_LOOP
     loops = [*base_entry.get("loops", []), *target_entry.get("loops", [])]
-    if any(loop_family(t) in ("asyncio", loop) for t in loops):
+    if "reached" in base_entry and "reached" in target_entry:
+        if base_entry["reached"] or target_entry["reached"]:
+            return ON_LOOP
+    elif any(loop_family(t) in ("asyncio", loop) for t in loops):
         return ON_LOOP
     return OTHER_LOOP if loops else NO_LOOP
 
@@ -138,6 +148,8 @@ def diff_reports(baseline: dict[str, Any], target: dict[str, Any],
                                              entry))
     matched = {id(d.entry) for d in result.differences if d.entry is not None}
     result.stale = [e for e in expected if id(e) not in matched]
+    tests = set(base_tests) | set(target_tests) | excluded
+    result.unknown = [e for e in result.stale if not any(e.matches(t) for t in tests)]
     return result
 
 
@@ -164,10 +176,12 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60,
     first lines of its failure)."""
     regress = [d for d in result.differences if d.baseline == "passed"]
     improve = [d for d in result.differences if d.target == "passed"]
+    flaky = (f"; {len(result.flaky)} more went away when rerun (flaky, not counted)"
+             if result.flaky else "")
     print(f"\ncompat: {len(result.differences)} differences from stock asyncio "
           f"({len(regress)} pass on asyncio but not on {loop}, {len(improve)} the reverse); "
           f"{len(result.listed)} listed, {len(result.unlisted)} unlisted, "
-          f"{len(result.stale)} stale list entries")
+          f"{len(result.stale)} stale list entries{flaky}")
     for d in result.unlisted[:limit]:
         note = f"  -- {d.message}" if d.message else ""
         print(f"  UNLISTED  {d.test}: asyncio {d.baseline}, {loop} {d.target}{note}")
@@ -175,15 +189,18 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60,
             print(f"      {line}")
     if len(result.unlisted) > limit:
         print(f"  ... and {len(result.unlisted) - limit} more unlisted (see the summary JSON)")
+    unknown = {id(e) for e in result.unknown}
     for e in result.stale:
-        print(f"  STALE     {e.test}: listed ({e.reason}) but no longer differs")
+        why = ("there is no such test in either run" if id(e) in unknown
+               else "no longer differs")
+        print(f"  STALE     {e.test}: listed ({e.reason}) but {why}")
     for d in result.flaky:
         print(f"  FLAKY     {d.test}: asyncio {d.baseline}, {loop} {d.target}; "
               "the same on both when rerun, so not counted")
     for d in result.unreached[:limit]:
         why = ("ran no event loop in either run" if d.reach == NO_LOOP else
-               "ran only loops the swap does not replace (the project's own class, "
-               "or another loop's)")
+               "ran only loops it chose itself, in both runs (its own class, one built "
+               "from a class, or a factory it names)")
         print(f"  {'NO LOOP' if d.reach == NO_LOOP else 'OTHER LOOP':9} {d.test}: asyncio "
               f"{d.baseline}, {loop} {d.target}; {why}: not a loop difference, not counted")
     if len(result.unreached) > limit:
@@ -191,17 +208,17 @@ def print_diff(result: DiffResult, loop: str, limit: int = 60,
 
 
 def loop_counts(report: dict[str, Any]) -> dict[str, int]:
-    """How many tests of a run ran a loop of its kind (``on_loop``), only
-    loops of other classes (``other_loop``: the project's own, or stock
-    asyncio's built from a class in a run on another loop), or no loop."""
-    from zloop.testing import loop_family  # imports pytest, which a run needs
+    """How many tests of a run ran on its loop through the swap
+    (``on_loop``), only loops they chose themselves (``other_loop``: their
+    own class, one built from a class, a factory they name), or no loop.
+    Counted alike in every run, the stock-asyncio one included."""
+    from zloop.testing import swap_reached  # imports pytest, which a run needs
 
     counts = {"on_loop": report["summary"]["on_loop"], "other_loop": 0, "no_loop": 0}
     for entry in report["tests"].values():
-        loops = entry.get("loops", [])
-        if not loops:
+        if not entry.get("loops"):
             counts["no_loop"] += 1
-        elif not any(loop_family(t) == report["loop"] for t in loops):
+        elif not swap_reached(entry, report["loop"]):
             counts["other_loop"] += 1
     return counts
 
@@ -252,9 +269,9 @@ _COLUMNS = ("suite", "pin", "python", "loop", "backend", "passed", "failed", "sk
 
 
 # ``check``'s table: a project's own runs, and where each test ran.
-CHECK_COLUMNS = ("loop", "backend", "collected", "passed", "failed", "skipped", "on_loop",
-                 "other_loop", "no_loop", "differs", "listed", "flaky", "not_counted",
-                 "status", "wall_s")
+CHECK_COLUMNS = ("loop", "backend", "collected", "passed", "failed", "skipped", "xfailed",
+                 "xpassed", "on_loop", "other_loop", "no_loop", "compared", "differs",
+                 "listed", "flaky", "not_counted", "status", "wall_s")
 
 
 def print_table(rows: list[dict[str, Any]], columns: tuple[str, ...] = _COLUMNS) -> None:

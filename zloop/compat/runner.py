@@ -206,17 +206,17 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
     # Options as --name=value: pytest takes a bare argument that names an
     # existing path as a hint for its rootdir, and the report paths exist.
     command = [sys.executable, "-m", "pytest", "-p", _plugin_module(loop, out_path.parent),
-               f"--event-loop={loop}", f"--event-loop-report={out_path}",
-               f"--event-loop-exclude={exclude_path}", f"--event-loop-label={suite.pin}",
-               f"--event-loop-jobs={jobs}",
-               f"--event-loop-timeout={args.timeout or suite.timeout_s}",
-               "--event-loop-complete=yes"]
+               f"--zloop-loop={loop}", f"--zloop-report={out_path}",
+               f"--zloop-exclude={exclude_path}", f"--zloop-label={suite.pin}",
+               f"--zloop-jobs={jobs}",
+               f"--zloop-timeout={args.timeout or suite.timeout_s}",
+               "--zloop-complete=yes"]
     if backend:
-        command += [f"--event-loop-backend={backend}"]
+        command += [f"--zloop-backend={backend}"]
     if select is not None:
         select_path = out_path.with_suffix(".select.json")
         select_path.write_text(json.dumps(sorted(select)), encoding="utf-8")
-        command += [f"--event-loop-select={select_path}"]
+        command += [f"--zloop-select={select_path}"]
     for plugin in suite.plugins:
         command += ["-p", plugin]
     # The cache plugin stays on (a project's --lf, --sw or --cache-clear
@@ -306,15 +306,48 @@ def known_cause(out_path: Path) -> str | None:
     return next((say for sign, say in KNOWN_CAUSES if sign.search(text)), None)
 
 
+# A line of pytest's output that says what went wrong: an exception
+# (``E   ModuleNotFoundError: ...``, ``argparse.ArgumentError: ...``, after
+# ``INTERNALERROR>`` or not) or pytest's own ``ERROR: ...``.
+_ERROR_LINE = re.compile(r"^(?:INTERNALERROR>\s*)?(?:E\s+)?((?:[A-Za-z_][\w.]*"
+                         r"(?:Error|Exception|Warning|Exit|Failure)\b|ERROR\b).*)$")
+
+
+def last_error_line(out_path: Path) -> str | None:
+    """The last line of a run's output that names an error, if one does."""
+    try:
+        text = log_path(out_path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    for line in reversed(text.splitlines()):
+        match = _ERROR_LINE.match(line.strip())
+        if match:
+            return match.group(1).strip()[:300]
+    return None
+
+
 def load_run(path: Path, rc: int) -> dict[str, Any]:
-    """The report of a pytest run, or an error that says why there is none."""
+    """The report of a pytest run, or an error that says why there is none:
+    when pytest stopped before it collected a test (a conftest that does
+    not load, an option the suite defines twice), with pytest's own last
+    error line."""
     try:
         return report.load_report(path)
     except FileNotFoundError:
         cause = known_cause(path)
-        raise SuiteError(f"pytest wrote no report ({path}): it exited with status {rc} "
-                         f"({pytest_exit_meaning(rc)})"
-                         + (f".\n{cause}" if cause else "; its output is above")) from None
+        if not Path(f"{path}.collected").exists():
+            error = last_error_line(path)
+            # Status 1 says "some tests failed", which none did here.
+            meaning = "an error before any test" if rc == 1 else pytest_exit_meaning(rc)
+            said = (f"pytest stopped before it collected any test: it exited with status "
+                    f"{rc} ({meaning})"
+                    + (f", on: {error}" if error else "")
+                    + "; no test ran on either loop, and plain pytest with -p zloop.testing "
+                    "stops the same way (the end of its output is above)")
+        else:
+            said = (f"pytest wrote no report ({path}): it exited with status {rc} "
+                    f"({pytest_exit_meaning(rc)}); its output is above")
+        raise SuiteError(said + (f".\n{cause}" if cause else "")) from None
 
 
 # --- judging a run -----------------------------------------------------------------
