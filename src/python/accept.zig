@@ -12,7 +12,7 @@
 //! A server's acceptor serves natively (`_serve_natively`): outside debug
 //! mode, each connection's protocol comes from the server's factory and
 //! its transport from `transport.serve`, with no socket object and no
-//! Python call but the factory (see transport.zig's served connections).
+//! Python call but the factory (see transport/serve.zig).
 //!
 //! Errors follow `selector_events.BaseSelectorEventLoop._accept_connection`:
 //! EAGAIN ends the batch; EINTR and ECONNABORTED (a peer that reset before

@@ -42,11 +42,11 @@ pub const Loop = struct {
     /// `loop._task_factory` (None: asyncio.Task).
     task_factory: ?*Obj,
     /// The stream transports' read buffer, one per loop (see
-    /// transport.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
+    /// transport/read.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
     /// null while handed to a protocol.
     read_spare: ?*Obj,
-    /// The buffer small reads are lent in (transport.zig's `readLent`): a
-    /// `bytes` of `read_lent_bytes`, or null while lent.
+    /// The buffer small reads are lent in (transport/read.zig's
+    /// `readLent`): a `bytes` of `read_lent_bytes`, or null while lent.
     read_lent: ?*Obj,
     /// The buffers native receives land in (io_uring; see recvpool.zig):
     /// empty until a transport first reads that way, freed after the
