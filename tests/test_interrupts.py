@@ -127,20 +127,28 @@ def test_interrupt_in_connection_made_leaves_the_connection_served(loop, exc_typ
         os.rmdir(tmp)
 
 
+async def _serve_interrupting(loop, exc_type, log):
+    """A TCP server whose first data_received raises, and a connected client."""
+    server = await loop.create_server(lambda: InterruptOnce(exc_type, "data_received", log), HOST, 0)
+    client = socket.socket()
+    client.setblocking(False)
+    await loop.sock_connect(client, server.sockets[0].getsockname())
+    return server, client
+
+
+def _close(loop, server, client):
+    client.close()
+    server.close()
+    loop.run_until_complete(server.wait_closed())
+
+
 @pytest.mark.parametrize("exc_type", EXC_TYPES)
 def test_interrupt_in_data_received_keeps_what_it_wrote_and_what_follows(loop, exc_type):
     # The first data_received echoes, then raises: its write reaches the
     # peer, and what the peer sends next is read on the next run.
     log = {}
 
-    async def start():
-        server = await loop.create_server(lambda: InterruptOnce(exc_type, "data_received", log), HOST, 0)
-        client = socket.socket()
-        client.setblocking(False)
-        await loop.sock_connect(client, server.sockets[0].getsockname())
-        return server, client
-
-    server, client = loop.run_until_complete(start())
+    server, client = loop.run_until_complete(_serve_interrupting(loop, exc_type, log))
 
     async def exchange():
         await loop.sock_sendall(client, b"first")
@@ -154,9 +162,7 @@ def test_interrupt_in_data_received_keeps_what_it_wrote_and_what_follows(loop, e
         assert (got, caught) == (b"first then!", 1)
         assert log["data"] == b"first then!"
     finally:
-        client.close()
-        server.close()
-        loop.run_until_complete(server.wait_closed())
+        _close(loop, server, client)
 
 
 @pytest.mark.parametrize("exc_type", EXC_TYPES)
@@ -166,14 +172,7 @@ def test_interrupt_in_data_received_with_more_queued(loop, exc_type):
     # data_received did not get reaches the protocol on the next run.
     log = {}
 
-    async def start():
-        server = await loop.create_server(lambda: InterruptOnce(exc_type, "data_received", log), HOST, 0)
-        client = socket.socket()
-        client.setblocking(False)
-        await loop.sock_connect(client, server.sockets[0].getsockname())
-        return server, client
-
-    server, client = loop.run_until_complete(start())
+    server, client = loop.run_until_complete(_serve_interrupting(loop, exc_type, log))
     sent = [bytes([65 + i]) * 20_000 for i in range(4)] + [b"!"]
 
     async def flood():
@@ -192,9 +191,7 @@ def test_interrupt_in_data_received_with_more_queued(loop, exc_type):
         assert log["data"] == b"".join(sent)
         assert got == b"".join(sent)
     finally:
-        client.close()
-        server.close()
-        loop.run_until_complete(server.wait_closed())
+        _close(loop, server, client)
 
 
 @pytest.mark.parametrize("exc_type", EXC_TYPES)
