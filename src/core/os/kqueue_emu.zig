@@ -55,10 +55,13 @@
 //! rules when `ZLOOP_KQUEUE_PERSONALITY` names it (`macos`, `freebsd`) as
 //! `kqueue()` makes the queue; unset or empty, the rules above; any other
 //! value fails `kqueue()` with EINVAL. Each rule's test cites its source.
-//! - both: a regular file is watched, as the vnode it is: EVFILT_READ
-//!   reports while the file offset is short of the end (`data` = size -
+//! - both: a regular file is watched, as the vnode it is. A BSD checks
+//!   a vnode kevent when it is added or enabled and when the file is
+//!   written (here: its size or mtime changed), not when it is sought;
+//!   once active it reports until a check finds it quiet. EVFILT_READ is
+//!   active while the file offset is short of the end (`data` = size -
 //!   offset), EVFILT_WRITE always (`data` 0 on FreeBSD, 1 on macOS);
-//!   with EV_CLEAR, again once the size changed;
+//!   EV_CLEAR quiets it once reported, until the next write;
 //! - both: EV_EOF's `fflags` is an AF_UNIX socket's error, ECONNRESET,
 //!   the only one Linux sets on such a socket (told by EPOLLERR, so read
 //!   without clearing it); other sockets' stays 0, as above;
@@ -449,6 +452,7 @@ const Queue = struct {
                 return e;
             };
         }
+        if (kn.kind == .vnode and enable) _ = kn.vnodeCheck(true);
         if (kn.kind == .user and kev.fflags & NOTE.TRIGGER != 0) q.trigger(kn);
         return .SUCCESS;
     }
@@ -543,7 +547,7 @@ const Queue = struct {
         return n;
     }
 
-    fn softReady(q: *const Queue) bool {
+    fn softReady(q: *Queue) bool {
         for (q.soft.items) |kn| if (kn.enabled and kn.softReady()) return true;
         return false;
     }
@@ -665,9 +669,12 @@ const Knote = struct {
     identity: Identity = .{},
     /// USER: NOTE_TRIGGER seen and not yet cleared.
     triggered: bool = false,
-    /// SIGNAL: the delivery count last reported; VNODE: the file's size
-    /// at its last report (EV_CLEAR).
+    /// SIGNAL: the delivery count last reported.
     seen: u64 = 0,
+    /// VNODE: the file's size and mtime at the last check, and whether the
+    /// kevent is active (see the header).
+    file_stamp: [2]u64 = .{ 0, 0 },
+    active: bool = false,
 
     fn init(kind: Kind, kev: *const Kevent, serial: u32) Knote {
         var flags = kev.flags & ~@as(u16, EV.ADD | EV.DELETE | EV.ENABLE | EV.DISABLE);
@@ -697,7 +704,7 @@ const Knote = struct {
                     // the vnode, which the scan checks itself.
                     if (q.personality == .default) return fail(.PERM);
                     kn.kind = .vnode;
-                    kn.seen = std.math.maxInt(u64); // never reported yet
+                    _ = kn.vnodeCheck(true) orelse return fail(.BADF);
                     return;
                 }
                 const write = kn.filter == EVFILT.WRITE;
@@ -794,37 +801,45 @@ const Knote = struct {
         }
     }
 
-    fn softReady(kn: *const Knote) bool {
+    fn softReady(kn: *Knote) bool {
         return switch (kn.kind) {
             .user => kn.triggered,
             .signal => signals.count(@intCast(kn.ident)) != kn.seen,
             // A file closed or replaced is ready too: its report drops it.
-            .vnode => if (kn.vnodeNow()) |file| kn.vnodeFires(file) else true,
+            .vnode => if (kn.vnodeCheck(false)) |data| data != null else true,
             else => false,
         };
     }
 
-    /// The watched regular file's identity, size and offset now; null
-    /// when its fd was closed or names another file.
-    fn vnodeNow(kn: *const Knote) ?struct { size: u64, offset: i64 } {
-        const id = identityOf(kn.ident) catch return null;
+    /// Checks a vnode kevent, as a BSD does on `fresh` (EV_ADD, EV_ENABLE)
+    /// and when the file was written (its size or mtime changed since the
+    /// last check), and re-checks an active one, which a check that finds
+    /// it quiet deactivates. Returns the `data` of an active kevent, null
+    /// (inside) for a quiet one; null when its fd was closed or names
+    /// another file. FreeBSD's filt_vfsread: "kn_data = va.va_size -
+    /// kn->kn_fp->f_offset; res = ... kn->kn_data != 0", filt_vfswrite
+    /// "kn->kn_data = 0; return (1)"; XNU's filt_vnode_common: "activate =
+    /// (data != 0)", the read data the same, the write data 1.
+    fn vnodeCheck(kn: *Knote, fresh: bool) ??i64 {
+        var st: linux.Statx = undefined;
+        const mask: linux.STATX = .{ .INO = true, .TYPE = true, .SIZE = true, .MTIME = true };
+        if (sysErr(linux.statx(kn.fd, "", linux.AT.EMPTY_PATH, mask, &st)) != .SUCCESS) return null;
+        const id: Identity = .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino };
         if (!id.eql(kn.identity)) return null;
+        const mtime_ns = @as(u64, @bitCast(st.mtime.sec)) *% std.time.ns_per_s +% st.mtime.nsec;
+        const stamp: [2]u64 = .{ st.size, mtime_ns };
+        const written = !std.mem.eql(u64, &stamp, &kn.file_stamp);
+        kn.file_stamp = stamp;
+        if (!fresh and !written and !kn.active) return @as(?i64, null);
+        if (kn.filter == EVFILT.WRITE) {
+            kn.active = true;
+            return @as(?i64, 0);
+        }
         const at = linux.lseek(kn.fd, 0, linux.SEEK.CUR);
         if (sysErr(at) != .SUCCESS) return null;
-        return .{ .size = id.size, .offset = @bitCast(at) };
-    }
-
-    /// Whether a vnode kevent reports for the file as `vnodeNow` saw it.
-    /// FreeBSD's filt_vfsread: "kn_data = va.va_size - f_offset; res =
-    /// ... kn_data != 0"; filt_vfswrite returns 1. XNU's
-    /// filt_vnode_common: "activate = (data != 0)", the read data the
-    /// same, the write data 1. EV_CLEAR: reported again once the file
-    /// changed (its size, here), as a BSD re-checks a vnode kevent when
-    /// the file is written.
-    fn vnodeFires(kn: *const Knote, file: anytype) bool {
-        if (kn.flags & EV.CLEAR != 0 and file.size == kn.seen) return false;
-        if (kn.filter == EVFILT.WRITE) return true;
-        return @as(i64, @intCast(file.size)) != file.offset;
+        const data = @as(i64, @bitCast(st.size)) - @as(i64, @bitCast(at));
+        kn.active = data != 0;
+        return if (kn.active) data else @as(?i64, null);
     }
 
     /// The event `kn` reports now, or null if its condition no longer
@@ -842,15 +857,14 @@ const Knote = struct {
         switch (kn.kind) {
             .fd => return kn.pollFd(q, revents, ev),
             .vnode => {
-                const file = kn.vnodeNow() orelse {
+                const checked = kn.vnodeCheck(false) orelse {
                     q.drop(kn); // closed, or the number reused
                     return null;
                 };
-                if (!kn.vnodeFires(file)) return null;
-                kn.seen = file.size;
-                ev.data = if (kn.filter == EVFILT.READ)
-                    @as(i64, @intCast(file.size)) - file.offset
-                else if (q.personality == .macos) 1 else 0;
+                const data = checked orelse return null; // quiet
+                ev.data = if (kn.filter == EVFILT.WRITE and q.personality == .macos) 1 else data;
+                // "After the event is retrieved by the user, its state is reset."
+                if (kn.flags & EV.CLEAR != 0) kn.active = false;
             },
             .timer => {
                 var count: u64 = 0;
@@ -1609,7 +1623,7 @@ test "freebsd: EVFILT_PROC on a zombie reports NOTE_EXIT at once (kern_event.c f
     try expectEqual(@as(u32, 5 << 8), try testing.reap(pid));
 }
 
-test "macos, freebsd: a regular file is watched; EVFILT_READ while the offset is short of the end, data = size - offset (FreeBSD vfs_subr.c filt_vfsread: 'kn_data = va.va_size - kn->kn_fp->f_offset; res = ... kn->kn_data != 0'; XNU vfs_vnops.c filt_vnode_common: 'activate = (data != 0)')" {
+test "macos, freebsd: a regular file is watched; EVFILT_READ while the offset is short of the end, data = size - offset (FreeBSD vfs_subr.c filt_vfsread: 'kn_data = va.va_size - kn->kn_fp->f_offset; res = ... kn->kn_data != 0'; XNU vfs_vnops.c filt_vnode_common: 'activate = (data != 0)'), checked when added and when the file is written (VFS_KNOTE on VOP_WRITE), not when sought" {
     for ([_]Personality{ .macos, .freebsd }) |p| {
         const q = try openAs(p);
         defer q.deinit();
@@ -1619,16 +1633,22 @@ test "macos, freebsd: a regular file is watched; EVFILT_READ while the offset is
         try q.apply(&.{make(id, EVFILT.READ, EV.ADD, 0, 0, 7)});
         try q.quiet(); // at the end: nothing to read
         _ = try check(linux.lseek(file, 1, linux.SEEK.SET));
+        try q.quiet(); // a seek posts no event
+        try writeAll(file, "B"); // a write does: offset 2 of 3
         const ev = try q.one(0);
-        try expect(ev.ident == id and ev.data == 2 and ev.udata == 7);
-        try expectEqual(@as(i64, 2), (try q.one(0)).data); // level-triggered
-        // EV_DISPATCH: once, then disabled until EV_ENABLE.
+        try expect(ev.ident == id and ev.data == 1 and ev.udata == 7);
+        try expectEqual(@as(i64, 1), (try q.one(0)).data); // level-triggered
+        var buf: [4]u8 = undefined;
+        _ = try check(linux.read(file, &buf, buf.len));
+        try q.quiet(); // re-checked, quiet: inactive until the next write
+        // Checked when added: a file read from its start reports at once.
+        _ = try check(linux.lseek(file, 0, linux.SEEK.SET));
         try q.apply(&.{make(id, EVFILT.READ, EV.DELETE, 0, 0, 0)});
         try q.apply(&.{make(id, EVFILT.READ, EV.ADD | EV.DISPATCH, 0, 0, 0)});
-        _ = try q.one(0);
-        try q.quiet();
+        try expectEqual(@as(i64, 3), (try q.one(0)).data);
+        try q.quiet(); // EV_DISPATCH: disabled once reported
         try q.apply(&.{make(id, EVFILT.READ, EV.ENABLE, 0, 0, 0)});
-        _ = try q.one(0);
+        try expectEqual(@as(i64, 3), (try q.one(0)).data); // checked again
     }
 }
 
