@@ -606,7 +606,7 @@ const Queue = struct {
 const Kind = enum {
     fd,
     /// An EVFILT_READ/WRITE kevent on a regular file (a personality's):
-    /// checked on every scan, as epoll cannot watch it.
+    /// epoll cannot watch it, so the scan checks it (`vnodeCheck`).
     vnode,
     timer,
     user,
@@ -626,13 +626,12 @@ const Kind = enum {
 };
 
 /// Which file an fd number named when its kevent was added (and its
-/// type and size then, which `eql` leaves out).
+/// type, which `eql` leaves out).
 const Identity = struct {
     dev_major: u32 = 0,
     dev_minor: u32 = 0,
     ino: u64 = 0,
     mode: u16 = 0,
-    size: u64 = 0,
 
     fn eql(a: Identity, b: Identity) bool {
         return a.dev_major == b.dev_major and a.dev_minor == b.dev_minor and a.ino == b.ino;
@@ -645,11 +644,11 @@ fn identityOf(ident: usize) Failed!Identity {
     if (ident > std.math.maxInt(i32)) return fail(.BADF);
     const fd: i32 = @intCast(ident);
     var st: linux.Statx = undefined;
-    const mask: linux.STATX = .{ .INO = true, .TYPE = true, .SIZE = true };
+    const mask: linux.STATX = .{ .INO = true, .TYPE = true };
     const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH, mask, &st);
     _ = try check(rc);
     if (linux.S.ISDIR(st.mode)) return fail(.PERM);
-    return .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino, .mode = st.mode, .size = st.size };
+    return .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino, .mode = st.mode };
 }
 
 const Knote = struct {
