@@ -58,7 +58,8 @@ class _FdProbe:
     against 5.6 us for os.fstat on each (the closed ones raise)."""
 
     def __init__(self):
-        self.source = next((d for d in ("/proc/self/fd", "/dev/fd") if _fd_dir_lists_own_fds(d)), None)
+        dirs = ("/proc/self/fd", "/dev/fd")
+        self.source = next((d for d in dirs if _fd_dir_lists_own_fds(d)), None)
         self._poll = None
         self._bound = 0
 

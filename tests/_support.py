@@ -2,7 +2,6 @@
 
 import asyncio
 import gc
-import os
 import sys
 import warnings
 

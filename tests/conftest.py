@@ -51,7 +51,8 @@ def _short_basetemp(config):
     if config.option.basetemp is not None:
         return
     # pytest's <tmp>/pytest-of-<user>/pytest-<n>/<test name, 30 + 1>/<name>.
-    deepest = len(tempfile.gettempdir()) + len("/pytest-of-") + len(getpass.getuser()) + 12 + 32 + 16
+    user = getpass.getuser()
+    deepest = len(tempfile.gettempdir()) + len("/pytest-of-") + len(user) + 12 + 32 + 16
     if deepest <= _platform.unix_path_max():
         return
     config.option.basetemp = _platform.short_temp_dir()

@@ -380,8 +380,8 @@ def test_an_exit_heard_before_its_status_is_there_is_waited_for_without_spinning
         return real(pid, options)
 
     async def main():
-        proc = await asyncio.create_subprocess_exec(PY, "-c", "import sys; sys.stdin.read(); sys.exit(3)",
-                                                    stdin=PIPE)
+        child = "import sys; sys.stdin.read(); sys.exit(3)"
+        proc = await asyncio.create_subprocess_exec(PY, "-c", child, stdin=PIPE)
         monkeypatch.setattr(os, "waitpid", not_there_yet)
         proc.stdin.close()
         return await proc.wait()
@@ -390,7 +390,7 @@ def test_an_exit_heard_before_its_status_is_there_is_waited_for_without_spinning
     assert len(zeros) <= 20, f"{len(zeros)} attempts in {_NOT_YET_S} s"
     if loop_name == "zloop":
         # The path ran: the exit was heard early, then asked again later.
-        print(f"zloop: {len(zeros)} waitpid attempts while the status was not there ({_NOT_YET_S} s)")
+        print(f"zloop: {len(zeros)} waitpid attempts while no status ({_NOT_YET_S} s)")
         assert len(zeros) >= 2
 
 

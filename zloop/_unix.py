@@ -306,7 +306,7 @@ class _WritePipeTransport(_PipeWatch, transports._FlowControlMixin, transports.W
                 return
             data = memoryview(data)[n:]
             try:
-                self._writer = self._loop._add_writer_for(self._pipe, self._fileno, self._write_ready)
+                watch = self._loop._add_writer_for(self._pipe, self._fileno, self._write_ready)
             except OSError as exc:
                 # FreeBSD's kqueue refuses to watch a pipe whose reader is
                 # gone (EPIPE), as it may be since the write: that is the
@@ -315,6 +315,7 @@ class _WritePipeTransport(_PipeWatch, transports._FlowControlMixin, transports.W
                 self._conn_lost += 1
                 self._fatal_error(exc, "Fatal write error on pipe transport")
                 return
+            self._writer = watch
         self._buffer += data
         self._maybe_pause_protocol()
 
@@ -567,8 +568,9 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                     # would spin the loop until the kernel is done. Ask on
                     # a timer that backs off.
                     self._exit_watch = None
-                    self._reap_retry_s = min(self._reap_retry_s * 2 or _REAP_RETRY_FIRST_S, _REAP_RETRY_MAX_S)
-                    self._reap_retry = self._loop.call_later(self._reap_retry_s, self._reap)
+                    delay = min(self._reap_retry_s * 2 or _REAP_RETRY_FIRST_S, _REAP_RETRY_MAX_S)
+                    self._reap_retry_s = delay
+                    self._reap_retry = self._loop.call_later(delay, self._reap)
                     return
                 returncode = _exit_code(status)
         self._unwatch_exit()
