@@ -188,6 +188,8 @@ def _children_from_ps(me):
 
 
 def _zombie_child():
+    if not hasattr(os, "waitid"):  # macOS before 3.13 (ps answers there)
+        return []
     try:
         info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
