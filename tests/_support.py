@@ -2,41 +2,29 @@
 
 import asyncio
 import gc
-import os
 import sys
 import warnings
 
 import pytest
 
+# The machine's facts, answered by _platform (re-exported for the tests).
+from _platform import RSS_UNKNOWN, build_backends, describe_fd, open_fds, rss_bytes  # noqa: F401
+
 PY = sys.version_info[:2]
 
 
-def build_backends():
-    """The backends of the zloop build under test, its default first:
-    epoll and io_uring, or epoll and kqueue (emulated) on a portable Linux
-    build. When zloop cannot be imported, the default build's: the cases
-    then fail on the import, as every zloop case does."""
-    try:
-        from zloop._zloop import BACKENDS
-    except ImportError:
-        return ("epoll", "io_uring")
-    return tuple(BACKENDS)
-
-
-def open_fds():
-    """The set of this process's open file descriptors."""
-    return set(int(name) for name in os.listdir("/proc/self/fd"))
+def rss_growth(before):
+    """Bytes the resident set grew by since ``before`` (an ``rss_bytes()``
+    reading); None where the machine tells no current RSS (RSS_UNKNOWN):
+    a growth bound then holds nothing to check, and says so by testing
+    for None."""
+    now = rss_bytes()
+    return None if before is None or now is None else now - before
 
 
 def describe_fds(fds):
-    """``fd -> target`` for each descriptor, for a failure message."""
-    out = []
-    for fd in sorted(fds):
-        try:
-            out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
-        except OSError:
-            out.append(f"{fd} -> ?")
-    return ", ".join(out)
+    """``fd -> what`` for each descriptor, for a failure message."""
+    return ", ".join(f"{fd} -> {describe_fd(fd)}" for fd in sorted(fds))
 
 
 @pytest.fixture(autouse=True)
@@ -56,13 +44,6 @@ def no_leaks():
     assert unclosed == []
     leaked = open_fds() - before
     assert not leaked, f"leaked descriptors: {describe_fds(leaked)}"
-
-
-def rss_bytes():
-    """Resident set size of this process, from /proc/self/statm."""
-    with open("/proc/self/statm") as statm:
-        resident_pages = int(statm.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def run_passes(loop, count):

@@ -11,9 +11,14 @@ error (they must not skip: a broken build is a red run, not a quiet one).
 
 import asyncio
 import faulthandler
+import getpass
 import os
+import shutil
+import tempfile
 
 import pytest
+
+import _platform
 
 _KNOWN_LOOPS = ("asyncio", "zloop")
 LOOP_NAMES = tuple(
@@ -35,6 +40,23 @@ def pytest_configure(config):
             f"ZLOOP_TEST_LOOPS={os.environ.get('ZLOOP_TEST_LOOPS')!r}: "
             f"expected a comma-separated subset of {_KNOWN_LOOPS}"
         )
+    _short_basetemp(config)
+
+
+def _short_basetemp(config):
+    """Tests bind AF_UNIX sockets under tmp_path. pytest's own temporary
+    root, under a long $TMPDIR (macOS: /var/folders/.../T/), would not
+    leave room for them in sun_path: there, tmp_path lives in a short
+    directory under /tmp instead, removed when the run ends."""
+    if config.option.basetemp is not None:
+        return
+    # pytest's <tmp>/pytest-of-<user>/pytest-<n>/<test name, 30 + 1>/<name>.
+    user = getpass.getuser()
+    deepest = len(tempfile.gettempdir()) + len("/pytest-of-") + len(user) + 12 + 32 + 16
+    if deepest <= _platform.unix_path_max():
+        return
+    config.option.basetemp = _platform.short_temp_dir()
+    config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
 
 
 def pytest_report_header(config):

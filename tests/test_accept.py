@@ -31,6 +31,7 @@ import weakref
 import pytest
 
 from _net import EchoProtocol, RecordingProtocol, wait_for
+from _platform import abstract_unix_names, unix_path_max
 from _support import open_fds, yield_passes
 
 pytestmark = pytest.mark.network
@@ -184,12 +185,14 @@ def test_ipv4_mapped_peer_on_dual_stack_listener(loop):
 
 @pytest.fixture
 def sock_dir(tmp_path):
-    assert len(str(tmp_path)) < 80, tmp_path
+    assert len(str(tmp_path / "srv")) <= unix_path_max(), tmp_path
     return tmp_path
 
 
 @pytest.mark.parametrize("client_kind", ["unnamed", "path", "abstract"])
 def test_unix_peer_address(loop, sock_dir, client_kind):
+    if client_kind == "abstract" and not abstract_unix_names():
+        pytest.skip("no abstract AF_UNIX names (Linux's) here")
     path = str(sock_dir / "srv")
 
     async def main():

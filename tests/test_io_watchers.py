@@ -7,6 +7,7 @@ import tempfile
 
 import pytest
 
+from _platform import watch_refusal
 from _support import run_passes
 
 
@@ -256,13 +257,68 @@ def test_add_reader_on_a_closed_descriptor_raises_ebadf(loop):
     assert loop.remove_reader(r) is False
 
 
-def test_add_reader_on_a_regular_file_is_refused(loop):
-    # Stock asyncio on Linux uses epoll, which refuses regular files (EPERM).
+@pytest.mark.parametrize("direction", ["reader", "writer"])
+def test_a_regular_file_is_watched_as_the_poller_says(loop, direction):
+    # epoll refuses regular files (EPERM), and so does zloop's io_uring
+    # backend; kqueue watches the file's vnode: readable while the offset
+    # is short of the end, writable always (macOS and FreeBSD, and zloop's
+    # emulated kqueue under their personalities). Each loop's poller is
+    # asked what it does (_platform.watch_refusal).
+    write = direction == "writer"
+    add, remove = getattr(loop, f"add_{direction}"), getattr(loop, f"remove_{direction}")
     with tempfile.TemporaryFile() as f:
-        with pytest.raises(PermissionError) as info:
-            loop.add_reader(f.fileno(), lambda: None)
-        assert info.value.errno == errno.EPERM
-        assert loop.remove_reader(f.fileno()) is False
+        f.write(b"data")
+        f.flush()
+        f.seek(1)
+        fd = f.fileno()
+        refusal = watch_refusal(loop, fd, write)
+        if refusal is not None:
+            with pytest.raises(OSError) as info:
+                add(fd, lambda: None)
+            assert info.value.errno == refusal
+            assert remove(fd) is False
+            return
+        got = []
+
+        def ready():
+            got.append(os.pwrite(fd, b"!", 4) if write else os.read(fd, 100))
+            remove(fd)
+            loop.stop()
+
+        add(fd, ready)
+        loop.run_forever()
+        assert got == ([1] if write else [b"ata"])
+        assert remove(fd) is False
+
+
+def test_add_writer_on_a_pipe_whose_reader_is_gone(loop):
+    # epoll and macOS's kqueue watch it and call the writer at once (its
+    # write fails with EPIPE); FreeBSD's kqueue refuses the watch (EPIPE),
+    # and so does zloop's emulated kqueue under its FreeBSD personality.
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        refusal = watch_refusal(loop, w, write=True)
+        if refusal is not None:
+            with pytest.raises(OSError) as info:
+                loop.add_writer(w, lambda: None)
+            assert info.value.errno == refusal == errno.EPIPE
+            assert loop.remove_writer(w) is False
+            return
+        failed = []
+
+        def ready():
+            with pytest.raises(BrokenPipeError) as info:
+                os.write(w, b"x")
+            failed.append(info.value.errno)
+            loop.remove_writer(w)
+            loop.stop()
+
+        loop.add_writer(w, ready)
+        loop.run_forever()
+        assert failed == [errno.EPIPE]
+    finally:
+        os.close(w)
 
 
 def test_remove_unregistered_fd_returns_false(loop, pair):

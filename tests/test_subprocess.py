@@ -10,13 +10,14 @@ import sys
 import warnings
 
 import pytest
+from _platform import child_pids, exited_child_watch_refused, open_fds
 
 PY = sys.executable
 PIPE = asyncio.subprocess.PIPE
 
 
 def _fds():
-    return len(os.listdir("/proc/self/fd"))
+    return len(open_fds())
 
 
 def _multiprocessing_helpers():
@@ -35,21 +36,9 @@ def _multiprocessing_helpers():
 
 def _children():
     """Pids of this process's children, zombies included (multiprocessing's
-    helpers left out)."""
-    me = os.getpid()
-    helpers = _multiprocessing_helpers()
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and int(pid) not in helpers:
-            found.append(int(pid))
-    return found
+    helpers left out; see _platform.child_pids for what a machine without
+    /proc or ps shows)."""
+    return child_pids(leave_out=_multiprocessing_helpers())
 
 
 def test_communicate_large_payloads_both_ways(loop, run):
@@ -364,3 +353,93 @@ def test_waitpid_error_is_reported_without_spinning(loop, run, monkeypatch):
     proc = run(main())
     assert [type(e) for e in errors] == [OSError]
     proc._transport.close()
+
+
+def test_an_exit_heard_before_its_status_is_there_is_waited_for_without_spinning(
+        loop, loop_name, run, monkeypatch):
+    # XNU posts NOTE_EXIT before the child turns zombie (kern_exit.c
+    # proc_exit: proc_knote(p, NOTE_EXIT) comes before p->p_stat = SZOMB),
+    # and EVFILT_PROC no longer finds it then (ESRCH): for a moment after
+    # the exit is heard, waitpid(WNOHANG) says 0. Made here by a waitpid
+    # that says so for _NOT_YET_S of the loop's clock from its first answer
+    # for the child. The loop asks again a few times, on a timer that backs
+    # off: not once a pass, which would spin it for the whole moment.
+    # Stock asyncio's watchers wait without WNOHANG: they never see a 0.
+    real = os.waitpid
+    first, zeros = [], []
+
+    def not_there_yet(pid, options):
+        if not options & os.WNOHANG:
+            return real(pid, options)
+        now = loop.time()
+        if not first:
+            first.append(now)
+        if now < first[0] + _NOT_YET_S:
+            zeros.append(now)
+            return 0, 0
+        return real(pid, options)
+
+    async def main():
+        child = "import sys; sys.stdin.read(); sys.exit(3)"
+        proc = await asyncio.create_subprocess_exec(PY, "-c", child, stdin=PIPE)
+        monkeypatch.setattr(os, "waitpid", not_there_yet)
+        proc.stdin.close()
+        return await proc.wait()
+
+    assert run(main()) == 3
+    assert len(zeros) <= 20, f"{len(zeros)} attempts in {_NOT_YET_S} s"
+    if loop_name == "zloop":
+        # The path ran: the exit was heard early, then asked again later.
+        print(f"zloop: {len(zeros)} waitpid attempts while no status ({_NOT_YET_S} s)")
+        assert len(zeros) >= 2
+
+
+_NOT_YET_S = 0.2
+
+# os.waitid leaves an exited child unreaped (WNOWAIT); CPython has it on
+# macOS from 3.13 on.
+_WAITID = pytest.mark.skipif(not hasattr(os, "waitid"), reason="no os.waitid (macOS before 3.13)")
+
+
+@_WAITID
+def test_a_child_that_exits_before_it_is_watched(loop, run, monkeypatch):
+    # macOS refuses EVFILT_PROC for a child that has exited, reaped or not
+    # (ESRCH); FreeBSD's kqueue and Linux's pidfds report its exit at once.
+    # Here every child has exited (unreaped: waitid with WNOWAIT) by the
+    # time Popen returns, before the loop can watch it.
+    class ExitedFirst(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+
+    monkeypatch.setattr(subprocess, "Popen", ExitedFirst)
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(PY, "-c", "raise SystemExit(4)", stdout=PIPE)
+        out, _ = await proc.communicate()
+        return out, proc.returncode
+
+    assert run(main()) == (b"", 4)
+    assert _children() == []
+
+
+@_WAITID
+@pytest.mark.zloop_only
+def test_watching_an_exited_unreaped_child(zloop_module):
+    # Refused (ProcessLookupError) where the kernel refuses it (macOS:
+    # XNU's EVFILT_PROC no longer finds an exiting process), else heard at
+    # once (FreeBSD's EVFILT_PROC, Linux's pidfd).
+    lp = zloop_module.new_event_loop()
+    try:
+        child = subprocess.Popen([PY, "-c", "raise SystemExit(6)"])
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        if exited_child_watch_refused(lp):
+            with pytest.raises(ProcessLookupError):
+                lp._watch_child(child.pid, lambda: None)
+        else:
+            heard = lp.create_future()
+            lp._watch_child(child.pid, heard.set_result, "heard")
+            assert lp.run_until_complete(heard) == "heard"
+        assert child.wait() == 6
+    finally:
+        lp.close()

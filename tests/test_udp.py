@@ -10,10 +10,11 @@ import tempfile
 import weakref
 
 import pytest
+from _platform import open_fds
 
 
 def _fds():
-    return len(os.listdir("/proc/self/fd"))
+    return len(open_fds())
 
 
 class Recorder(asyncio.DatagramProtocol):

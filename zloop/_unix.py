@@ -35,6 +35,11 @@ _MAX_READ = 256 * 1024
 # After this many writes to a lost pipe, warn (asyncio's
 # constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES).
 _LOG_THRESHOLD_CONN_LOST = 5
+# A child whose exit was heard but cannot be collected yet (see
+# _SubprocessTransport._reap) is asked again after this many seconds,
+# doubled each time up to the second figure.
+_REAP_RETRY_FIRST_S = 0.001
+_REAP_RETRY_MAX_S = 0.1
 
 
 def _stands_for(pipe, fd):
@@ -300,7 +305,17 @@ class _WritePipeTransport(_PipeWatch, transports._FlowControlMixin, transports.W
             if n == len(data):
                 return
             data = memoryview(data)[n:]
-            self._writer = self._loop._add_writer_for(self._pipe, self._fileno, self._write_ready)
+            try:
+                watch = self._loop._add_writer_for(self._pipe, self._fileno, self._write_ready)
+            except OSError as exc:
+                # FreeBSD's kqueue refuses to watch a pipe whose reader is
+                # gone (EPIPE), as it may be since the write: that is the
+                # write's error, as the next write would say (epoll and
+                # macOS's kqueue watch it, and report it at once).
+                self._conn_lost += 1
+                self._fatal_error(exc, "Fatal write error on pipe transport")
+                return
+            self._writer = watch
         self._buffer += data
         self._maybe_pause_protocol()
 
@@ -404,6 +419,10 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         # The handle `_watch_child` queues when the child exits, while
         # the loop watches for that.
         self._exit_watch = None
+        # The timer that asks again for an exit not yet collectable, and
+        # its delay (see _reap).
+        self._reap_retry = None
+        self._reap_retry_s = 0.0
         for fd, kind in ((0, stdin), (1, stdout), (2, stderr)):
             if kind == subprocess.PIPE:
                 self._pipes[fd] = None
@@ -492,8 +511,8 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         try:
             self._exit_watch = self._loop._watch_child(self._pid, self._reap)
         except ProcessLookupError:
-            # Reaped already, or (macOS) exited and waiting to be: reap
-            # it, or report 255 as asyncio's watchers do.
+            # Reaped already, or (macOS) exited, or exiting: reap it (see
+            # _reap), or report 255 as asyncio's watchers do.
             self._loop.call_soon(self._reap)
         except OSError:
             # No pidfds (Linux before 5.3): a thread waits instead.
@@ -515,6 +534,9 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
         if watch is not None:
             watch.cancel()  # heard already: queued, or running (_reap)
             self._loop._unwatch_child(watch)
+        retry, self._reap_retry = self._reap_retry, None
+        if retry is not None:
+            retry.cancel()
 
     def _reap(self):
         """The child exited (the loop heard it): collect its status.
@@ -538,9 +560,17 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 raise
             else:
                 if pid == 0:
-                    # Not collectable yet (a spurious report): watch again.
+                    # The exit was heard, or the watch refused as exited,
+                    # but the status is not there yet: XNU posts NOTE_EXIT,
+                    # and takes the process out of EVFILT_PROC's reach
+                    # (ESRCH), before the process turns zombie, as the BSDs
+                    # may. Watching again cannot help; asking again at once
+                    # would spin the loop until the kernel is done. Ask on
+                    # a timer that backs off.
                     self._exit_watch = None
-                    self._watch_exit()
+                    delay = min(self._reap_retry_s * 2 or _REAP_RETRY_FIRST_S, _REAP_RETRY_MAX_S)
+                    self._reap_retry_s = delay
+                    self._reap_retry = self._loop.call_later(delay, self._reap)
                     return
                 returncode = _exit_code(status)
         self._unwatch_exit()

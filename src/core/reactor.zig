@@ -642,7 +642,10 @@ pub const Reactor = struct {
     /// (kqueue: EVFILT_PROC, NOTE_EXIT); elsewhere (Linux) a pidfd is
     /// watched as any fd. Fails with `error.Unexpected` and `last_errno`
     /// ESRCH when there is no such process (reaped already; on macOS also
-    /// a child that exited and awaits reaping: reap it then).
+    /// a child that has exited or is exiting: reap it then). On kqueue the
+    /// exit may be heard (or refused so) before the child turns zombie
+    /// (XNU posts NOTE_EXIT first): waitpid(WNOHANG) may still say 0 for
+    /// a moment, and the caller asks again later, not at once.
     pub fn watchChild(r: *Reactor, w: *ChildWatcher, pid: i32) Error!void {
         std.debug.assert(!w.active and pid > 0);
         try r.children.ensureUnusedCapacity(r.gpa, 1);

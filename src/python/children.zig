@@ -53,9 +53,12 @@ fn watchOf(w: *core.reactor.ChildWatcher) *ChildWatch {
 /// `_watch_child(pid, callback, *args)`: watches child `pid` until it
 /// exits, then schedules `callback(*args)` once, in the current context;
 /// returns that `Handle`. OSError when the process cannot be watched: no
-/// such process (ESRCH: reaped already; on macOS also one that exited and
-/// awaits reaping), or no way to watch it (a Linux kernel without pidfds,
-/// ENOSYS): the caller then reaps or waits another way.
+/// such process (ESRCH: reaped already; on macOS also one that has exited
+/// or is exiting), or no way to watch it (a Linux kernel without pidfds,
+/// ENOSYS): the caller then reaps or waits another way. On kqueue the
+/// callback (or an ESRCH) may come before waitpid can collect the status
+/// (XNU posts NOTE_EXIT before the zombie): `_reap` then asks again on a
+/// timer that backs off.
 pub fn watchChild(
     reactor: *core.Reactor,
     loop: *Obj,

@@ -510,6 +510,23 @@ test "kqueue: end of file with data pending is readable, not an error; a write s
     try expect(gone.writable and gone.readable);
 }
 
+test "kqueue: EV_EOF with the socket's error in fflags on a read filter wakes the write direction too, as EPOLLERR does" {
+    // kqueue(2): "If the read direction of the socket has shutdown, then
+    // the filter also sets EV_EOF in flags, and returns the socket error
+    // (if any) in fflags". The emulation tells the error under a BSD
+    // personality (the queue keeps the one it was made with).
+    if (comptime kq.emulated) kq.emulation.personality_override = .freebsd;
+    const made = Backend.init();
+    if (comptime kq.emulated) kq.emulation.personality_override = null;
+    var b = try made;
+    defer b.deinit();
+    const fd = try testing.resetSocket();
+    defer sys.close(fd);
+    try b.setInterest(fd, .{}, .{ .read = true }, .{});
+    const ev = try pollOne(&b, 1000);
+    try expect(ev.fd == fd and ev.readable and ev.writable);
+}
+
 test "kqueue: a bad fd fails to register; dropping a closed fd's filters is no error" {
     var b = try Backend.init();
     defer b.deinit();

@@ -9,7 +9,12 @@ const std = @import("std");
 const builtin = @import("builtin");
 const common = @import("common.zig");
 
-const impl = if (builtin.os.tag == .linux) @import("kqueue_emu.zig") else Libc;
+/// Whether this is the test-only emulation (Linux) rather than a kernel's.
+pub const emulated = builtin.os.tag == .linux;
+const impl = if (emulated) @import("kqueue_emu.zig") else Libc;
+/// The emulation itself, for tests that pick its personality (only
+/// where `emulated`).
+pub const emulation = impl;
 
 const Libc = struct {
     const c = std.c;

@@ -36,15 +36,45 @@
 //!   before it.
 //!
 //! Where Linux cannot do what kqueue does, it says so:
-//! - EV_EOF's `fflags` (the socket's pending error) is always 0: Linux
-//!   reads a socket error only by clearing it (SO_ERROR), which would take
-//!   it from the application's next call;
+//! - EV_EOF's `fflags` (the socket's pending error) is 0: Linux reads a
+//!   socket error only by clearing it (SO_ERROR), which would take it from
+//!   the application's next call (a personality below reports the one
+//!   error it can tell without reading it);
 //! - regular files fail EV_ADD with EPERM, as epoll refuses them (kqueue
-//!   watches vnodes);
+//!   watches vnodes; a personality below watches them);
+//! - directories fail EV_ADD with EPERM under every personality (FreeBSD
+//!   watches them as vnodes; XNU's vnode filters take regular files and
+//!   FIFOs only);
 //! - EVFILT_SIGNAL counts only while its handler is installed: a handler
 //!   set after the filter replaces the counting one;
 //! - EV_CLEAR on an anonymous-inode file (eventfd, timerfd, ...) cannot
 //!   tell a reused number from the file it watched (they share one inode).
+//!
+//! Personalities. Where macOS and FreeBSD differ from each other, or
+//! from what the emulation does by default, a queue follows one kernel's
+//! rules when `ZLOOP_KQUEUE_PERSONALITY` names it (`macos`, `freebsd`) as
+//! `kqueue()` makes the queue; unset or empty, the rules above; any other
+//! value fails `kqueue()` with EINVAL. Each rule's test cites its source.
+//! - both: a regular file is watched, as the vnode it is. A BSD checks
+//!   a vnode kevent when it is added or enabled and when the file is
+//!   written (here: its size or mtime changed), not when it is sought;
+//!   once active it reports until a check finds it quiet. EVFILT_READ is
+//!   active while the file offset is short of the end (`data` = size -
+//!   offset), EVFILT_WRITE always (`data` 0 on FreeBSD, 1 on macOS);
+//!   EV_CLEAR quiets it once reported, until the next write;
+//! - both: EV_EOF's `fflags` is an AF_UNIX socket's error, ECONNRESET,
+//!   the only one Linux sets on such a socket (told by EPOLLERR, so read
+//!   without clearing it); other sockets' stays 0, as above;
+//! - `macos`: EVFILT_PROC on a process that has exited, reaped or not, is
+//!   refused with ESRCH (XNU drops an exiting process from proc_find
+//!   before it posts NOTE_EXIT); FreeBSD (and the default) report NOTE_EXIT
+//!   at once for a zombie;
+//! - `freebsd`: EVFILT_WRITE on a pipe or FIFO whose reader is gone is
+//!   refused with EPIPE (macOS takes it, and reports EV_EOF).
+//! One XNU rule no personality follows: XNU posts NOTE_EXIT before the
+//! process turns zombie, so waitpid(WNOHANG) may still return 0 after the
+//! report; Linux tells nothing of an exit before the zombie, so tests make
+//! that lag themselves (tests/test_subprocess.py patches waitpid).
 //!
 //! Every epoll registration is one-shot or edge-triggered and re-armed by
 //! hand, so that a registration left behind for a file still open
@@ -112,11 +142,33 @@ pub const NOTE = struct {
     pub const ABSTIME = 0x10;
 };
 
+/// The kernel a queue follows where the BSDs differ (see the header).
+pub const Personality = enum { default, macos, freebsd };
+
+/// The environment variable that names a new queue's personality.
+pub const personality_env = "ZLOOP_KQUEUE_PERSONALITY";
+
+/// Tests only: the personality new queues follow, in place of the
+/// environment's (null: the environment's). Not thread-safe.
+pub var personality_override: ?Personality = null;
+
+/// The personality a queue made now follows; null for an unknown name.
+fn personalityNow() ?Personality {
+    if (personality_override) |p| return p;
+    const raw = std.c.getenv(personality_env) orelse return .default;
+    const name = std.mem.span(raw);
+    if (name.len == 0) return .default;
+    if (std.mem.eql(u8, name, "macos")) return .macos;
+    if (std.mem.eql(u8, name, "freebsd")) return .freebsd;
+    return null;
+}
+
 /// A new queue's fd (an epoll fd), or -1 and errno.
 pub fn kqueue() c_int {
+    const personality = personalityNow() orelse return failC(.INVAL);
     lock();
     defer unlock();
-    const q = Queue.create() catch |err| return failC(errnoOf(err));
+    const q = Queue.create(personality) catch |err| return failC(errnoOf(err));
     registry.put(gpa, q.ep, q) catch {
         q.destroy();
         return failC(.NOMEM);
@@ -259,11 +311,12 @@ const Queue = struct {
     /// `close` came while a thread waited: the last one out frees it.
     closed: bool = false,
     signal_registered: bool = false,
+    personality: Personality,
 
-    fn create() (Failed || std.mem.Allocator.Error)!*Queue {
+    fn create(personality: Personality) (Failed || std.mem.Allocator.Error)!*Queue {
         const q = try gpa.create(Queue);
         errdefer gpa.destroy(q);
-        q.* = .{ .ep = -1, .read_set = -1, .write_set = -1, .user_fd = -1 };
+        q.* = .{ .ep = -1, .read_set = -1, .write_set = -1, .user_fd = -1, .personality = personality };
         errdefer q.closeFds();
         q.ep = try newEpoll();
         q.read_set = try newEpoll();
@@ -357,7 +410,8 @@ const Queue = struct {
         if (q.next_serial == 0) q.next_serial = 1;
         q.knotes.putAssumeCapacity(.{ .ident = kev.ident, .filter = kev.filter }, kn);
         q.by_serial.putAssumeCapacity(kn.serial, kn);
-        if (kind == .user or kind == .signal) q.soft.appendAssumeCapacity(kn);
+        // `attach` may have made an fd kevent a vnode one.
+        if (kn.kind == .user or kn.kind == .signal or kn.kind == .vnode) q.soft.appendAssumeCapacity(kn);
         if (kind == .user and kev.fflags & NOTE.TRIGGER != 0) q.trigger(kn);
         return .SUCCESS;
     }
@@ -398,6 +452,7 @@ const Queue = struct {
                 return e;
             };
         }
+        if (kn.kind == .vnode and enable) _ = kn.vnodeCheck(true);
         if (kn.kind == .user and kev.fflags & NOTE.TRIGGER != 0) q.trigger(kn);
         return .SUCCESS;
     }
@@ -492,12 +547,13 @@ const Queue = struct {
         return n;
     }
 
-    fn softReady(q: *const Queue) bool {
+    fn softReady(q: *Queue) bool {
         for (q.soft.items) |kn| if (kn.enabled and kn.softReady()) return true;
         return false;
     }
 
-    /// Triggered USER kevents and SIGNAL kevents that counted deliveries.
+    /// Triggered USER kevents, SIGNAL kevents that counted deliveries and
+    /// VNODE ones whose condition holds.
     fn collectSoft(q: *Queue, out: []Kevent, n_in: usize) usize {
         var n = n_in;
         var i: usize = 0;
@@ -549,6 +605,9 @@ const Queue = struct {
 
 const Kind = enum {
     fd,
+    /// An EVFILT_READ/WRITE kevent on a regular file (a personality's):
+    /// epoll cannot watch it, so the scan checks it (`vnodeCheck`).
+    vnode,
     timer,
     user,
     signal,
@@ -566,18 +625,21 @@ const Kind = enum {
     }
 };
 
-/// Which file an fd number named when its kevent was added.
+/// Which file an fd number named when its kevent was added (and its
+/// type, which `eql` leaves out).
 const Identity = struct {
     dev_major: u32 = 0,
     dev_minor: u32 = 0,
     ino: u64 = 0,
+    mode: u16 = 0,
 
     fn eql(a: Identity, b: Identity) bool {
         return a.dev_major == b.dev_major and a.dev_minor == b.dev_minor and a.ino == b.ino;
     }
 };
 
-/// The identity of the file `ident` names; EBADF if none.
+/// The identity of the file `ident` names; EBADF if none, EPERM for a
+/// directory (epoll refuses it; no personality watches one).
 fn identityOf(ident: usize) Failed!Identity {
     if (ident > std.math.maxInt(i32)) return fail(.BADF);
     const fd: i32 = @intCast(ident);
@@ -585,9 +647,8 @@ fn identityOf(ident: usize) Failed!Identity {
     const mask: linux.STATX = .{ .INO = true, .TYPE = true };
     const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH, mask, &st);
     _ = try check(rc);
-    // epoll refuses regular files (and directories) with EPERM.
-    if (linux.S.ISREG(st.mode) or linux.S.ISDIR(st.mode)) return fail(.PERM);
-    return .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino };
+    if (linux.S.ISDIR(st.mode)) return fail(.PERM);
+    return .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino, .mode = st.mode };
 }
 
 const Knote = struct {
@@ -609,6 +670,10 @@ const Knote = struct {
     triggered: bool = false,
     /// SIGNAL: the delivery count last reported.
     seen: u64 = 0,
+    /// VNODE: the file's size and mtime at the last check, and whether the
+    /// kevent is active (see the header).
+    file_stamp: [2]u64 = .{ 0, 0 },
+    active: bool = false,
 
     fn init(kind: Kind, kev: *const Kevent, serial: u32) Knote {
         var flags = kev.flags & ~@as(u16, EV.ADD | EV.DELETE | EV.ENABLE | EV.DISABLE);
@@ -633,9 +698,22 @@ const Knote = struct {
             .fd => {
                 kn.fd = @intCast(kev.ident);
                 kn.identity = try identityOf(kev.ident);
+                if (linux.S.ISREG(kn.identity.mode)) {
+                    // epoll refuses regular files (EPERM); a BSD watches
+                    // the vnode, which the scan checks itself.
+                    if (q.personality == .default) return fail(.PERM);
+                    kn.kind = .vnode;
+                    _ = kn.vnodeCheck(true) orelse return fail(.BADF);
+                    return;
+                }
+                const write = kn.filter == EVFILT.WRITE;
+                if (write and q.personality == .freebsd and readerGone(kn.fd, kn.identity.mode)) {
+                    return fail(.PIPE);
+                }
                 const e = epollCtl(kn.set(q), linux.EPOLL.CTL_ADD, kn.fd, kn.fdMask(), kn.serial);
                 if (e != .SUCCESS) return fail(e);
             },
+            .vnode => unreachable, // made from .fd above
             .timer => {
                 const flags: linux.TFD = .{ .CLOEXEC = true, .NONBLOCK = true };
                 kn.fd = @intCast(try check(linux.timerfd_create(timerClock(kev.fflags), flags)));
@@ -647,6 +725,9 @@ const Knote = struct {
                 if (kev.ident > std.math.maxInt(i32) or kev.ident == 0) return fail(.SRCH);
                 kn.fd = @intCast(try check(linux.pidfd_open(@intCast(kev.ident), 0)));
                 errdefer closeFd(kn.fd);
+                // XNU takes an exiting process out of proc_find before it
+                // posts NOTE_EXIT; FreeBSD reports a zombie's exit at once.
+                if (q.personality == .macos and readable(kn.fd)) return fail(.SRCH);
                 try kn.addOuter(q, .proc);
             },
             .signal => try signals.attach(kn, kev.ident),
@@ -670,7 +751,7 @@ const Knote = struct {
             },
             .timer, .proc => closeFd(kn.fd),
             .signal => signals.detach(@intCast(kn.ident)),
-            .user => {},
+            .user, .vnode => {},
         }
         return false;
     }
@@ -700,7 +781,7 @@ const Knote = struct {
                 const tag: Tag = if (kn.kind == .timer) .timer else .proc;
                 break :blk epollCtl(q.ep, EP.CTL_MOD, kn.fd, mask, tagData(tag, kn.serial));
             },
-            .user, .signal => E.SUCCESS,
+            .user, .signal, .vnode => E.SUCCESS,
         };
         if (e != .SUCCESS) return fail(e);
     }
@@ -715,16 +796,49 @@ const Knote = struct {
             .user => if (kn.flags & EV.CLEAR != 0) {
                 kn.triggered = false;
             },
-            .signal, .proc => {},
+            .signal, .proc, .vnode => {},
         }
     }
 
-    fn softReady(kn: *const Knote) bool {
+    fn softReady(kn: *Knote) bool {
         return switch (kn.kind) {
             .user => kn.triggered,
             .signal => signals.count(@intCast(kn.ident)) != kn.seen,
+            // A file closed or replaced is ready too: its report drops it.
+            .vnode => if (kn.vnodeCheck(false)) |data| data != null else true,
             else => false,
         };
+    }
+
+    /// Checks a vnode kevent, as a BSD does on `fresh` (EV_ADD, EV_ENABLE)
+    /// and when the file was written (its size or mtime changed since the
+    /// last check), and re-checks an active one, which a check that finds
+    /// it quiet deactivates. Returns the `data` of an active kevent, null
+    /// (inside) for a quiet one; null when its fd was closed or names
+    /// another file. FreeBSD's filt_vfsread: "kn_data = va.va_size -
+    /// kn->kn_fp->f_offset; res = ... kn->kn_data != 0", filt_vfswrite
+    /// "kn->kn_data = 0; return (1)"; XNU's filt_vnode_common: "activate =
+    /// (data != 0)", the read data the same, the write data 1.
+    fn vnodeCheck(kn: *Knote, fresh: bool) ??i64 {
+        var st: linux.Statx = undefined;
+        const mask: linux.STATX = .{ .INO = true, .TYPE = true, .SIZE = true, .MTIME = true };
+        if (sysErr(linux.statx(kn.fd, "", linux.AT.EMPTY_PATH, mask, &st)) != .SUCCESS) return null;
+        const id: Identity = .{ .dev_major = st.dev_major, .dev_minor = st.dev_minor, .ino = st.ino };
+        if (!id.eql(kn.identity)) return null;
+        const mtime_ns = @as(u64, @bitCast(st.mtime.sec)) *% std.time.ns_per_s +% st.mtime.nsec;
+        const stamp: [2]u64 = .{ st.size, mtime_ns };
+        const written = !std.mem.eql(u64, &stamp, &kn.file_stamp);
+        kn.file_stamp = stamp;
+        if (!fresh and !written and !kn.active) return @as(?i64, null);
+        if (kn.filter == EVFILT.WRITE) {
+            kn.active = true;
+            return @as(?i64, 0);
+        }
+        const at = linux.lseek(kn.fd, 0, linux.SEEK.CUR);
+        if (sysErr(at) != .SUCCESS) return null;
+        const data = @as(i64, @bitCast(st.size)) - @as(i64, @bitCast(at));
+        kn.active = data != 0;
+        return if (kn.active) data else @as(?i64, null);
     }
 
     /// The event `kn` reports now, or null if its condition no longer
@@ -741,6 +855,16 @@ const Knote = struct {
         };
         switch (kn.kind) {
             .fd => return kn.pollFd(q, revents, ev),
+            .vnode => {
+                const checked = kn.vnodeCheck(false) orelse {
+                    q.drop(kn); // closed, or the number reused
+                    return null;
+                };
+                const data = checked orelse return null; // quiet
+                ev.data = if (kn.filter == EVFILT.WRITE and q.personality == .macos) 1 else data;
+                // "After the event is retrieved by the user, its state is reset."
+                if (kn.flags & EV.CLEAR != 0) kn.active = false;
+            },
             .timer => {
                 var count: u64 = 0;
                 const rc = linux.read(kn.fd, std.mem.asBytes(&count), 8);
@@ -785,6 +909,7 @@ const Knote = struct {
             ev.data = @intCast(writeSpace(kn.fd));
             if (revents & (EP.HUP | EP.ERR) != 0) ev.flags |= EV.EOF;
         }
+        if (revents & EP.ERR != 0 and q.personality != .default) ev.fflags = socketError(kn.fd);
         return ev;
     }
 
@@ -800,6 +925,36 @@ const Knote = struct {
         kn.sdata = data;
     }
 };
+
+/// EV_EOF's `fflags` for a socket epoll reported EPOLLERR on: the error
+/// where it can be told without SO_ERROR, which would clear it. On an
+/// AF_UNIX socket that is ECONNRESET, the only error af_unix.c sets (a
+/// peer gone with data unread: "WRITE_ONCE(skpair->sk_err, ECONNRESET)"),
+/// and unix_poll's EPOLLERR is "if (READ_ONCE(sk->sk_err))"; elsewhere 0.
+fn socketError(fd: i32) u32 {
+    var domain: c_int = 0;
+    var len: linux.socklen_t = @sizeOf(c_int);
+    const rc = linux.getsockopt(fd, linux.SOL.SOCKET, linux.SO.DOMAIN, std.mem.asBytes(&domain), &len);
+    if (sysErr(rc) != .SUCCESS or domain != linux.AF.UNIX) return 0;
+    return @backingInt(E.CONNRESET);
+}
+
+/// Whether `fd` polls readable now (a pidfd: its process has exited).
+fn readable(fd: i32) bool {
+    var p = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.IN }};
+    const rc = linux.poll(&p, 1, 0);
+    return sysErr(rc) == .SUCCESS and rc == 1 and p[0].revents & linux.POLL.IN != 0;
+}
+
+/// Whether `fd` (of file type `mode`) is the write end of a pipe or FIFO
+/// with no reader left: Linux's pipe_poll says so with POLLERR ("if
+/// (!pipe->readers) mask |= EPOLLERR", on an end open for writing).
+fn readerGone(fd: i32, mode: u16) bool {
+    if (!linux.S.ISFIFO(mode)) return false;
+    var p = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.OUT }};
+    const rc = linux.poll(&p, 1, 0);
+    return sysErr(rc) == .SUCCESS and rc == 1 and p[0].revents & linux.POLL.ERR != 0;
+}
 
 /// Bytes a read would get (FIONREAD); on a listening TCP socket, the
 /// connections waiting (TCP_INFO's tcpi_unacked holds the accept queue's
@@ -1401,11 +1556,162 @@ test "'When nevents is zero, kevent() will return immediately even if there is a
     try expectEqual(@as(usize, 0), try q.wait(&out, 10));
 }
 
-test "a regular file is refused with EPERM, as epoll refuses it (kqueue would watch the vnode)" {
+test "default: a regular file is refused with EPERM, as epoll refuses it (kqueue would watch the vnode: see the personalities)" {
     const q = try Kq.open();
     defer q.deinit();
     const file = try testing.tempFile("x");
     defer testing.close(file);
     try expectEqual(E.PERM, try q.refuse(make(@intCast(file), EVFILT.READ, EV.ADD, 0, 0, 0)));
     try expectEqual(E.BADF, try q.refuse(make(1 << 40, EVFILT.READ, EV.ADD, 0, 0, 0)));
+}
+
+// ------------------------------------------------- personalities' tests
+//
+// Each names the kernel source (or manual page) of the rule it checks:
+// XNU as of xnu-11417.101.15, FreeBSD as of 14.
+
+extern "c" fn setenv(name: [*:0]const u8, value: [*:0]const u8, overwrite: c_int) c_int;
+extern "c" fn unsetenv(name: [*:0]const u8) c_int;
+
+/// A queue that follows `p`.
+fn openAs(p: Personality) !Kq {
+    personality_override = p;
+    defer personality_override = null;
+    return Kq.open();
+}
+
+/// Waits until child `pid` has exited, leaving it unreaped (a zombie).
+fn waitExited(pid: i32) !void {
+    var info: linux.siginfo_t = undefined;
+    const flags = linux.W.EXITED | linux.W.NOWAIT;
+    _ = try check(linux.waitid(.PID, pid, &info, flags, null));
+}
+
+test "personality: ZLOOP_KQUEUE_PERSONALITY names it; unset or empty is the default; an unknown name fails kqueue() with EINVAL" {
+    defer _ = unsetenv(personality_env);
+    _ = setenv(personality_env, "freebsd", 1);
+    const q = try Kq.open();
+    defer q.deinit();
+    try expectEqual(Personality.freebsd, registry.get(q.fd).?.personality);
+    _ = setenv(personality_env, "", 1);
+    const plain = try Kq.open();
+    defer plain.deinit();
+    try expectEqual(Personality.default, registry.get(plain.fd).?.personality);
+    _ = setenv(personality_env, "sunos", 1);
+    try expectEqual(@as(c_int, -1), kqueue());
+    try expectEqual(@as(c_int, @backingInt(E.INVAL)), c._errno().*);
+}
+
+test "macos: EVFILT_PROC on an exited, unreaped child is ESRCH (XNU kern_exit.c proc_exit: 'will not be visible via proc_find' before proc_knote(p, NOTE_EXIT); kern_event.c filt_procattach: 'if (p == NULL) { knote_set_error(kn, ESRCH)')" {
+    const q = try openAs(.macos);
+    defer q.deinit();
+    const pid = try testing.spawnChild(5, null);
+    try waitExited(pid);
+    try expectEqual(E.SRCH, try q.refuse(make(@intCast(pid), EVFILT.PROC, EV.ADD, NOTE.EXIT, 0, 0)));
+    try expectEqual(@as(u32, 5 << 8), try testing.reap(pid));
+}
+
+test "freebsd: EVFILT_PROC on a zombie reports NOTE_EXIT at once (kern_event.c filt_procattach: 'Immediately activate ... in the case of a zombie target process, exit notes')" {
+    const q = try openAs(.freebsd);
+    defer q.deinit();
+    const pid = try testing.spawnChild(5, null);
+    try waitExited(pid);
+    try q.apply(&.{make(@intCast(pid), EVFILT.PROC, EV.ADD, NOTE.EXIT, 0, 0)});
+    const ev = try q.one(0);
+    try expect(ev.fflags == NOTE.EXIT and ev.data == 5 << 8);
+    try expectEqual(@as(u32, 5 << 8), try testing.reap(pid));
+}
+
+test "macos, freebsd: a regular file is watched; EVFILT_READ while the offset is short of the end, data = size - offset (FreeBSD vfs_subr.c filt_vfsread: 'kn_data = va.va_size - kn->kn_fp->f_offset; res = ... kn->kn_data != 0'; XNU vfs_vnops.c filt_vnode_common: 'activate = (data != 0)'), checked when added and when the file is written (VFS_KNOTE on VOP_WRITE), not when sought" {
+    for ([_]Personality{ .macos, .freebsd }) |p| {
+        const q = try openAs(p);
+        defer q.deinit();
+        const file = try testing.tempFile("abc"); // the offset at the end
+        defer testing.close(file);
+        const id: usize = @intCast(file);
+        try q.apply(&.{make(id, EVFILT.READ, EV.ADD, 0, 0, 7)});
+        try q.quiet(); // at the end: nothing to read
+        _ = try check(linux.lseek(file, 1, linux.SEEK.SET));
+        try q.quiet(); // a seek posts no event
+        try writeAll(file, "B"); // a write does: offset 2 of 3
+        const ev = try q.one(0);
+        try expect(ev.ident == id and ev.data == 1 and ev.udata == 7);
+        try expectEqual(@as(i64, 1), (try q.one(0)).data); // level-triggered
+        var buf: [4]u8 = undefined;
+        _ = try check(linux.read(file, &buf, buf.len));
+        try q.quiet(); // re-checked, quiet: inactive until the next write
+        // Checked when added: a file read from its start reports at once.
+        _ = try check(linux.lseek(file, 0, linux.SEEK.SET));
+        try q.apply(&.{make(id, EVFILT.READ, EV.DELETE, 0, 0, 0)});
+        try q.apply(&.{make(id, EVFILT.READ, EV.ADD | EV.DISPATCH, 0, 0, 0)});
+        try expectEqual(@as(i64, 3), (try q.one(0)).data);
+        try q.quiet(); // EV_DISPATCH: disabled once reported
+        try q.apply(&.{make(id, EVFILT.READ, EV.ENABLE, 0, 0, 0)});
+        try expectEqual(@as(i64, 3), (try q.one(0)).data); // checked again
+    }
+}
+
+test "macos, freebsd: EVFILT_WRITE on a regular file always reports (FreeBSD filt_vfswrite: 'kn->kn_data = 0; return (1)'; XNU vnode_writable_space_count: 'For regular vnodes, we can always write (1)')" {
+    for ([_]Personality{ .macos, .freebsd }) |p| {
+        const q = try openAs(p);
+        defer q.deinit();
+        const file = try testing.tempFile("");
+        const id: usize = @intCast(file);
+        try q.apply(&.{make(id, EVFILT.WRITE, EV.ADD, 0, 0, 0)});
+        const want: i64 = if (p == .macos) 1 else 0;
+        for (0..2) |_| try expectEqual(want, (try q.one(0)).data);
+        // EV_CLEAR: once, then again when the file has changed.
+        try q.apply(&.{make(id, EVFILT.WRITE, EV.DELETE, 0, 0, 0)});
+        try q.apply(&.{make(id, EVFILT.WRITE, EV.ADD | EV.CLEAR, 0, 0, 0)});
+        _ = try q.one(0);
+        try q.quiet();
+        try writeAll(file, "more");
+        _ = try q.one(0);
+        // Closing the file removes its kevents, unreported.
+        testing.close(file);
+        try q.quiet();
+        try expectEqual(E.BADF, try q.refuse(make(id, EVFILT.WRITE, EV.DELETE, 0, 0, 0)));
+    }
+}
+
+test "macos, freebsd: EV_EOF's fflags is the socket's error (XNU uipc_socket.c filt_soread_common and FreeBSD uipc_socket.c filt_soread: 'kn->kn_flags |= EV_EOF; kn->kn_fflags = so->so_error')" {
+    for ([_]Personality{ .default, .macos, .freebsd }) |p| {
+        const q = try openAs(p);
+        defer q.deinit();
+        const pair = try testing.socketPair();
+        defer testing.close(pair[0]);
+        // The peer goes with data unread: Linux resets the survivor.
+        try writeAll(pair[0], "unread");
+        testing.close(pair[1]);
+        try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 0)});
+        const ev = try q.one(1000);
+        try expect(ev.flags & EV.EOF != 0);
+        const want: u32 = if (p == .default) 0 else @backingInt(E.CONNRESET);
+        try expectEqual(want, ev.fflags);
+        // Read without clearing it: the application's read still fails.
+        var buf: [8]u8 = undefined;
+        try expectEqual(E.CONNRESET, sysErr(linux.read(pair[0], &buf, buf.len)));
+    }
+}
+
+test "freebsd: EVFILT_WRITE on a pipe whose reader is gone is EPIPE (sys_pipe.c pipe_kqfilter: 'if (cpipe->pipe_peer->pipe_present != PIPE_ACTIVE) { /* other end of pipe has been closed */ ... return (EPIPE)'); macOS takes it (XNU sys_pipe.c pipe_kqfilter: 'FreeBSD will fail the attach with EPIPE ... this isn't a programming error')" {
+    for ([_]Personality{ .default, .macos, .freebsd }) |p| {
+        const q = try openAs(p);
+        defer q.deinit();
+        const fds = try testing.blockingPipe();
+        defer testing.close(fds[1]);
+        testing.close(fds[0]);
+        const change = make(@intCast(fds[1]), EVFILT.WRITE, EV.ADD, 0, 0, 0);
+        if (p == .freebsd) {
+            try expectEqual(E.PIPE, try q.refuse(change));
+        } else {
+            try q.apply(&.{change});
+            try expect((try q.one(1000)).flags & EV.EOF != 0);
+        }
+        // A reader still there: taken by every personality.
+        const live = try testing.blockingPipe();
+        defer testing.close(live[0]);
+        defer testing.close(live[1]);
+        try q.apply(&.{make(@intCast(live[1]), EVFILT.WRITE, EV.ADD, 0, 0, 0)});
+    }
 }

@@ -47,6 +47,33 @@ pub fn socketPair() ![2]fd_t {
     return fds;
 }
 
+/// A connected stream socket whose peer is gone with a reset: at end of
+/// file, ECONNRESET pending. On Linux, the peer of an AF_UNIX pair closed
+/// with data unread (af_unix.c resets the survivor); elsewhere a TCP
+/// peer closed with SO_LINGER 0, which sends a reset (a BSD's AF_UNIX
+/// peer leaves no error).
+pub fn resetSocket() !fd_t {
+    if (builtin.os.tag == .linux) {
+        const pair = try socketPair();
+        errdefer close(pair[0]);
+        const unread = "x";
+        const rc = if (use_libc) c.write(pair[0], unread, 1) else linux.write(pair[0], unread, 1);
+        _ = try ok(rc);
+        close(pair[1]);
+        return pair[0];
+    }
+    const l = try tcpListener();
+    defer close(l.fd);
+    const client = try tcpConnect(l.port);
+    errdefer close(client);
+    const server: fd_t = @intCast(try ok(c.accept(l.fd, null, null)));
+    const Linger = extern struct { onoff: c_int, seconds: c_int };
+    const abort: Linger = .{ .onoff = 1, .seconds = 0 };
+    _ = try ok(c.setsockopt(server, c.SOL.SOCKET, c.SO.LINGER, std.mem.asBytes(&abort), @sizeOf(Linger)));
+    close(server);
+    return client;
+}
+
 /// A listening TCP socket on 127.0.0.1 and its port.
 pub fn tcpListener() !struct { fd: fd_t, port: u16 } {
     const fd = try socket(c.AF.INET, c.SOCK.STREAM);
