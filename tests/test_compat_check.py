@@ -41,7 +41,8 @@ import pytest
 import zloop
 from _platform import default_backend
 
-ROOT = Path(zloop.__file__).resolve().parents[1]
+ROOT = Path(zloop.__file__).resolve().parents[1]  # where zloop is imported from
+REPO = Path(__file__).resolve().parents[1]  # the checkout: README.md, docs/
 FIXTURES = Path(__file__).parent / "fixtures"
 DIFFERS = "check_swap.py::test_loop_is_stock_asyncio"
 
@@ -443,7 +444,7 @@ _COMMAND = re.compile(r"(?:pytest|python -m zloop\.compat check)\b")
 
 
 def _doc_text(path, section=None):
-    text = (ROOT / path).read_text(encoding="utf-8")
+    text = (REPO / path).read_text(encoding="utf-8")
     if section is not None:
         text = text[text.index(section):]
         text = text[:text.find("\n## ", 1) if "\n## " in text[1:] else len(text)]

@@ -12,7 +12,7 @@ from zloop.compat import report
 from zloop.compat.suites import (PLATFORMS, SuiteError, load_expected, load_suite,
                                  platform_name, suite_names)
 
-COMPAT = Path(zloop.__file__).resolve().parents[1] / "compat"
+COMPAT = Path(__file__).resolve().parents[1] / "compat"  # the checkout's, zloop may be installed
 SUITE_TOML = """
 [suite]
 source = "stdlib"

@@ -965,9 +965,12 @@ def test_writer_ignoring_flow_control_buffers_what_it_wrote(loop, net):
     buffered, rss_grown, events, received = loop.run_until_complete(main())
     assert events == ["made", "pause"]
     assert total - 32 * MB < buffered < total
-    # Copying what is buffered is fine (zloop does, asyncio keeps views of
-    # the caller's objects); holding it twice over is not.
-    assert rss_grown is None or rss_grown < total + 32 * MB, f"RSS grew {rss_grown / MB:.1f} MB"
+    # Copying what is buffered is fine (zloop does, asyncio 3.12+ keeps
+    # views of the caller's objects, 3.11 copies into a bytearray it grows
+    # as it goes, up to about 1.9 times the data where the heap holds no
+    # freed memory to reuse, as after a loop gave it back: trim.zig);
+    # holding it twice over is not.
+    assert rss_grown is None or rss_grown < 2 * total, f"RSS grew {rss_grown / MB:.1f} MB"
     assert received == digest_of(chunk * (total // len(chunk)))
 
 
