@@ -11,8 +11,11 @@ callbacks wait (core.reactor.Posted), never while the loop cannot drain
 them: the other tests here block the loop's thread on the producers
 themselves.
 
-The bounds are generous on purpose (a loaded 2-core machine must pass them
-on asyncio too); what they catch is growth without bound: before the fix
+The bounds are generous on purpose (a loaded 2-core machine must pass
+them); the queue's and the memory's are zloop's alone (asyncio's queue has
+no bound but what each post costs: 300,000 seen with eight producers on a
+loaded machine), the timers' hold on both. What they catch is growth
+without bound: before the fix
 zloop queued 77,000 callbacks with one producer, 227,000 with two and
 twelve million with eight (5 GB, and not one sleep returned).
 """
@@ -92,7 +95,7 @@ class _Flood:
 
 
 @pytest.mark.parametrize("producers", [1, 2, 8])
-def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, backend, producers):
+def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, loop_name, backend, producers):
     loop = loop_factory()
     try:
         before = rss_bytes()
@@ -120,8 +123,12 @@ def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, b
         loop.close()
     assert all(flood.posted), "a producer never got to post"
     assert max(late) < _LATE_S, late
-    assert peak < _BACKLOG_PER_PRODUCER * producers, peak
-    assert grown is None or grown < _RSS_GROWTH, grown
+    if loop_name == "zloop":
+        # zloop holds producers back (core.reactor.Posted). Nothing bounds
+        # asyncio's queue but what each post costs its producer: on a loaded
+        # two-core machine its eight producers have queued 300,000 (3.15).
+        assert peak < _BACKLOG_PER_PRODUCER * producers, peak
+        assert grown is None or grown < _RSS_GROWTH, grown
 
 
 def test_a_loop_thread_joining_a_flooding_producer_is_not_deadlocked(loop):
