@@ -583,7 +583,11 @@ def test_emfile_is_reported_then_accepting_resumes(loop_name, tmp_path):
     # machine's load). None once fds are free again.
     bursts = _bursts(result["times"])
     assert all(b - a >= 0.9 for (a, _), (b, _) in zip(bursts, bursts[1:])), bursts
-    assert result["calls_after_freed"] == 0
+    if loop_name == "zloop":
+        # asyncio's batch schedules a retry per report (up to 100): on a
+        # loaded machine some still fire, and report, after the fds are
+        # free (55 seen on 3.15).
+        assert result["calls_after_freed"] == 0
     # Documented difference: asyncio's _accept_connection goes on with its
     # batch after the report, so it reports (and schedules a retry) once
     # per remaining iteration, up to `backlog` (100) times (`backlog + 1`
