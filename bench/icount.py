@@ -492,14 +492,14 @@ def run_http(args, present, names, info, rounds):
 # The per-connection parts. conn: short connections to echoserver.py
 # --proto (conn_client.ShortConnections: connect, 100 B echo, close), one
 # after another and in rounds of 100 at once.
-# tls: TLS echo at 1 and 64 KiB on one connection (as the echo cells), a
+# tls: TLS echo at 1, 16 and 64 KiB on one connection (as the echo cells), a
 # TLS connection per request (handshake, 100 B echo, close_notify both
 # ways, close) to echoserver.py --proto --ssl, and uvicorn over HTTPS with
 # one keep-alive connection. Per connection or per request, as
 # (I(3n) − I(n)) / 2n again.
 CONN_CELLS = [("sequential", 1), ("100 concurrent", 100)]
 CONN_WARMUP = 300
-TLS_ECHO_SIZES = [1024, 65536]
+TLS_ECHO_SIZES = [1024, 16384, 65536]
 TLS_HANDSHAKE_WARMUP = 30
 # Loops without TLS: their TLS cells say so instead of failing.
 

@@ -15,10 +15,12 @@ except ImportError:  # pragma: no cover - CPython built without OpenSSL
 
 import asyncio
 import functools
+import os
 import sys
+from asyncio import log as _log
 from asyncio import sslproto
 
-from . import _flow
+from . import _flow, _zloop
 
 
 def client_server_hostname(ssl, host, server_hostname, handshake_timeout, shutdown_timeout):
@@ -125,6 +127,8 @@ class _SSLProtocol(sslproto.SSLProtocol):
         # A context's own sslobject_class keeps its methods.
         sslobj = self._sslobj
         self._tls_object = sslobj._sslobj if type(sslobj) is _ssl.SSLObject else sslobj
+        # The record path's objects (tls.zig), or None where it does not run.
+        self._records = _records(loop, self._sslcontext, sslobj, self._incoming, self._outgoing)
 
     def get_buffer(self, n):
         # The loop's buffer (max_size), whatever n hints: the transport
@@ -301,13 +305,16 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
     """The application's TLS transport: asyncio's, whose ``write()`` of
     bytes on a wrapped connection with nothing queued and the raw
     transport taking data runs asyncio's ``write()``, ``_write_appdata()``,
-    ``_do_write()`` and ``_process_outgoing()`` in one frame, the same
+    ``_do_write()`` and ``_process_outgoing()`` as one step: natively on
+    the record path (tls.zig), else in one frame (``_write_py``), the same
     steps in the same order. When the TLS object takes only a part, the
     rest goes through asyncio's ``_do_write()``, which keeps writing; when
     it takes nothing (``SSLWantReadError``), the rest stays queued, as
     there. Anything else takes asyncio's path."""
 
-    def write(self, data):
+    write = _zloop._tls_write
+
+    def _write_py(self, data):
         proto = self._ssl_protocol
         if (proto._state is not _WRAPPED or proto._write_backlog or proto._ssl_writing_paused
                 or not isinstance(data, (bytes, bytearray, memoryview)) or not data):
@@ -334,6 +341,71 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
                 proto._control_app_writing()  # else it would change nothing
         except Exception as ex:
             proto._fatal_error(ex, "Fatal error on SSL protocol")
+
+
+# The record path (tls.zig): None until the first TLS connection sets it
+# up, then whether it runs and, where it does not, why.
+_records_on = None
+_records_off_why = None
+
+
+def records_path():
+    """``("native", None)`` where TLS records run natively (tls.zig), else
+    ``("python", why)``; None before the first TLS connection."""
+    if _records_on is None:
+        return None
+    return ("native", None) if _records_on else ("python", _records_off_why)
+
+
+def _setup_records():
+    """Finds OpenSSL's functions in the library CPython's ``_ssl`` loaded
+    and has the native side confirm ``_ssl``'s layout on a live object."""
+    if os.environ.get("ZLOOP_TLS_RECORDS", "native") == "python":
+        return "ZLOOP_TLS_RECORDS=python"
+    try:
+        import ctypes
+    except ImportError:
+        return "no ctypes"
+    ssl_ext = sys.modules.get("_ssl")
+    if ssl_ext is None:
+        return "no _ssl module"
+    try:
+        library = ctypes.CDLL(getattr(ssl_ext, "__file__", None))
+    except OSError as exc:
+        return f"_ssl's library cannot be opened: {exc}"
+    functions = {}
+    for name in _zloop._TLS_FUNCTIONS:
+        try:
+            functions[name] = ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+        except AttributeError:
+            pass
+    context = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
+    incoming, outgoing = _ssl.MemoryBIO(), _ssl.MemoryBIO()
+    probe = context.wrap_bio(incoming, outgoing, server_hostname="zloop.invalid")
+    if type(probe) is not _ssl.SSLObject:
+        return "ssl.SSLContext.sslobject_class is not ssl.SSLObject"
+    return _zloop._tls_setup(functions, probe._sslobj, incoming, outgoing, _WRAPPED)
+
+
+def _records(loop, context, sslobj, incoming, outgoing):
+    """The ``_records`` of a new TLS protocol: its objects for the record
+    path, or None where that path does not run (not available here, a
+    context's own ``sslobject_class``, a message callback or key log that
+    OpenSSL calls back into Python for)."""
+    global _records_on, _records_off_why
+    if _records_on is None:
+        why = _setup_records()
+        _records_on, _records_off_why = why is None, why
+        if loop.get_debug():
+            if why is None:
+                _log.logger.debug("zloop: TLS records run natively (%s)", _ssl.OPENSSL_VERSION)
+            else:
+                _log.logger.debug("zloop: TLS records run in asyncio's Python: %s", why)
+    if not _records_on or type(sslobj) is not _ssl.SSLObject or context is None:
+        return None
+    if context._msg_callback is not None or getattr(context, "keylog_filename", None) is not None:
+        return None
+    return _zloop._tls_records(sslobj._sslobj, incoming, outgoing)
 
 
 def _read_buffer(loop):

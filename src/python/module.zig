@@ -17,6 +17,7 @@ const fileops = @import("fileops.zig");
 const server = @import("server.zig");
 const borrowed = @import("borrowed.zig");
 const trim = @import("trim.zig");
+const tls = @import("tls.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
 /// cold-path helpers and asyncio's futures and tasks modules (whose current
@@ -54,6 +55,8 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_selected_backend", loop.selectedBackend, null),
     py.methodO("_sock_fd", sockFd, null),
     py.methodNoArgs("_trims", trims, null),
+    py.methodFast("_tls_setup", tls.setupFn, null),
+    py.methodFast("_tls_records", tls.recordsFn, null),
     py.sentinel_method,
 };
 
@@ -100,6 +103,10 @@ export fn PyInit__zloop() ?*Obj {
     if (!datagram.initTypes(m) or !accept.initTypes(m) or !fileops.initFunctions(m) or
         !server.initTypes(m))
     {
+        py.decref(m);
+        return null;
+    }
+    if (!tls.addTo(m)) {
         py.decref(m);
         return null;
     }

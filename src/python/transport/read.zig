@@ -16,6 +16,7 @@ const Obj = py.Obj;
 const loop_mod = @import("../loop.zig");
 const recvpool = @import("../recvpool.zig");
 const sockio = @import("../sockio.zig");
+const tls = @import("../tls.zig");
 const transport_object = @import("../transport_object.zig");
 const transport = @import("../transport.zig");
 const write = @import("write.zig");
@@ -618,8 +619,23 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
     return true;
 }
 
-/// `protocol.buffer_updated(n)`.
+/// `protocol.buffer_updated(n)`; for zloop's TLS protocol, the record
+/// path (tls.zig) where it runs.
 fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
+    if (t.inner.?.fixed_buffer) |fixed| {
+        var view: c.Py_buffer = undefined;
+        if (c.PyObject_GetBuffer(fixed, &view, c.PyBUF_SIMPLE) < 0) return pendingToRun(t);
+        const data: [*]const u8 = @ptrCast(view.buf);
+        const proto = py.newref(t.protocol.?);
+        const outcome = tls.received(proto, data[0..@min(n, @as(usize, @intCast(view.len)))]);
+        py.decref(proto);
+        c.PyBuffer_Release(&view);
+        switch (outcome) {
+            .python => {},
+            .done => return,
+            .raised => return fatalFromPending(t, names.msg_buffer_updated),
+        }
+    }
     const arg = c.PyLong_FromSize_t(n) orelse return pendingToRun(t);
     defer py.decref(arg);
     const r = py.callMethod(t.protocol.?, common.buffer_updated, .{arg});

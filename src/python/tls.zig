@@ -1,0 +1,519 @@
+//! The TLS record path: a wrapped TLS connection's steady state in native
+//! code. asyncio's state machine (`zloop._tls._SSLProtocol`, a subclass of
+//! `asyncio.sslproto.SSLProtocol`) keeps the handshake, the shutdown, the
+//! timeouts, flow control's decisions and every error; what runs here is
+//! what it does for each record while it is WRAPPED:
+//!
+//! - `received`: ciphertext the transport read goes into the connection's
+//!   incoming BIO, its plaintext to the application's `data_received()`,
+//!   and what the read made the TLS object want to send goes out (the
+//!   steps of `_SSLProtocol.buffer_updated()`, without its frames);
+//! - `write` (`_SSLProtocolTransport.write`): the application's bytes
+//!   through `SSL_write` into the outgoing BIO, and from it to the socket
+//!   transport.
+//!
+//! Both call OpenSSL on the very `SSL` and `BIO` objects that the
+//! connection's `ssl.SSLObject` and `ssl.MemoryBIO`s own, through the
+//! functions of the OpenSSL that CPython's `_ssl` module loaded (their
+//! addresses found by `zloop._tls` with ctypes: no link dependency, never a
+//! second OpenSSL). Where those objects' layout could not be confirmed on a
+//! live connection at setup (`setup`), or the connection is not in its
+//! plain steady state, each step takes the Python path, with the same
+//! results: anything other than a plain record (a close_notify, an error, a
+//! read that wants to write, a paused side) is left for the state machine
+//! to meet where asyncio's would.
+const std = @import("std");
+const py = @import("py.zig");
+const c = py.c;
+const Obj = py.Obj;
+
+const Ssl = opaque {};
+const Bio = opaque {};
+
+/// The OpenSSL functions the record path calls, present in 1.1.1 and 3.x.
+const Fns = struct {
+    SSL_read: *const fn (*Ssl, [*]u8, c_int) callconv(.c) c_int,
+    SSL_write: *const fn (*Ssl, [*]const u8, c_int) callconv(.c) c_int,
+    SSL_get_error: *const fn (*const Ssl, c_int) callconv(.c) c_int,
+    SSL_get_rbio: *const fn (*const Ssl) callconv(.c) ?*Bio,
+    SSL_get_wbio: *const fn (*const Ssl) callconv(.c) ?*Bio,
+    SSL_get_ex_data: *const fn (*const Ssl, c_int) callconv(.c) ?*anyopaque,
+    BIO_write: *const fn (*Bio, [*]const u8, c_int) callconv(.c) c_int,
+    BIO_read: *const fn (*Bio, [*]u8, c_int) callconv(.c) c_int,
+    BIO_ctrl_pending: *const fn (*Bio) callconv(.c) usize,
+    ERR_clear_error: *const fn () callconv(.c) void,
+};
+
+const SSL_ERROR_WANT_READ = 2;
+const SSL_ERROR_SYSCALL = 5;
+const SSL_ERROR_ZERO_RETURN = 6;
+
+/// What `setup` confirmed, for the life of the process.
+const Setup = struct {
+    fns: Fns,
+    /// `_ssl._SSLSocket` and `_ssl.MemoryBIO`: the record path runs only
+    /// on objects of exactly these types.
+    tls_type: *Obj,
+    bio_type: *Obj,
+    /// `SSLProtocolState.WRAPPED`.
+    wrapped: *Obj,
+};
+
+var ready: ?Setup = null;
+
+/// Where CPython's `_ssl` keeps the pointers (Modules/_ssl.c, 3.11-3.15):
+/// `PySSLSocket { PyObject_HEAD; PyObject *Socket; SSL *ssl; ... }` and
+/// `PySSLMemoryBIO { PyObject_HEAD; BIO *bio; int eof_written; }`.
+const ssl_offset = @sizeOf(c.PyObject) + @sizeOf(*anyopaque);
+const bio_offset = @sizeOf(c.PyObject);
+const eof_offset = bio_offset + @sizeOf(*anyopaque);
+
+fn field(comptime T: type, o: *Obj, offset: usize) T {
+    const base: [*]const u8 = @ptrCast(o);
+    return @as(*align(1) const T, @ptrCast(base + offset)).*;
+}
+
+fn sslOf(tls_object: *Obj) *Ssl {
+    return field(*Ssl, tls_object, ssl_offset);
+}
+
+fn bioOf(bio: *Obj) *Bio {
+    return field(*Bio, bio, bio_offset);
+}
+
+/// `_tls_setup(functions, tls_object, incoming, outgoing, wrapped)`: takes
+/// OpenSSL's functions (a dict of name to address) and confirms, on a live
+/// `_ssl._SSLSocket` and its two `MemoryBIO`s, that the pointers sit where
+/// the record path reads them: the `SSL` must name the socket object as its
+/// application data and the two BIOs as its own. Returns None when the
+/// record path is on, else a string saying why it is off.
+pub fn setupFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (nargs != 5) return py.raise(c.PyExc_TypeError, "_tls_setup(functions, tls_object, incoming, outgoing, wrapped)");
+    const table = args[0].?;
+    const tls_object = args[1].?;
+    const incoming = args[2].?;
+    const outgoing = args[3].?;
+    if (c.PyDict_Check(table) == 0) return py.raise(c.PyExc_TypeError, "functions must be a dict");
+    if (comptime @hasDecl(c, "Py_GIL_DISABLED")) return reason("a free-threaded interpreter (its _ssl locks each call)");
+    var fns: Fns = undefined;
+    inline for (comptime std.meta.fieldNames(Fns)) |name| {
+        const missing = "OpenSSL function " ++ name ++ " not found";
+        const item = c.PyDict_GetItemString(table, name) orelse return reason(missing);
+        const address = c.PyLong_AsVoidPtr(item) orelse {
+            if (c.PyErr_Occurred() != null) return null;
+            return reason(missing);
+        };
+        @field(fns, name) = @ptrCast(@alignCast(address));
+    }
+    const tls_type = c.Py_TYPE(tls_object);
+    const bio_type = c.Py_TYPE(incoming);
+    if (c.Py_TYPE(outgoing) != bio_type) return reason("the two BIOs differ in type");
+    if (tls_type.*.tp_basicsize < ssl_offset + @sizeOf(*anyopaque) or
+        bio_type.*.tp_basicsize < eof_offset + @sizeOf(c_int))
+    {
+        return reason("_ssl's objects are smaller than the layout read");
+    }
+    const ssl_address = field(usize, tls_object, ssl_offset);
+    const in_address = field(usize, incoming, bio_offset);
+    const out_address = field(usize, outgoing, bio_offset);
+    for ([_]usize{ ssl_address, in_address, out_address }) |a| {
+        if (a < 4096 or a % @alignOf(*anyopaque) != 0) return reason("_ssl's layout is not the one known");
+    }
+    const ssl: *Ssl = @ptrFromInt(ssl_address);
+    if (fns.SSL_get_ex_data(ssl, 0) != @as(*anyopaque, @ptrCast(tls_object)) or
+        fns.SSL_get_rbio(ssl) != @as(*Bio, @ptrFromInt(in_address)) or
+        fns.SSL_get_wbio(ssl) != @as(*Bio, @ptrFromInt(out_address)))
+    {
+        return reason("_ssl's layout is not the one known");
+    }
+    if (ready) |old| {
+        py.decref(old.tls_type);
+        py.decref(old.bio_type);
+        py.decref(old.wrapped);
+    }
+    ready = .{
+        .fns = fns,
+        .tls_type = py.newref(py.obj(tls_type)),
+        .bio_type = py.newref(py.obj(bio_type)),
+        .wrapped = py.newref(args[4].?),
+    };
+    return py.newref(py.none());
+}
+
+fn reason(comptime text: [:0]const u8) ?*Obj {
+    return c.PyUnicode_FromString(text);
+}
+
+/// `_tls_records(tls_object, incoming, outgoing)`: what `_SSLProtocol`
+/// keeps as `_records` for the record path, or None where it does not run
+/// (not set up, or objects of other types: a context's own
+/// `sslobject_class`).
+pub fn recordsFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
+    if (nargs != 3) return py.raise(c.PyExc_TypeError, "_tls_records(tls_object, incoming, outgoing)");
+    const s = ready orelse return py.newref(py.none());
+    if (py.obj(c.Py_TYPE(args[0].?)) != s.tls_type or py.obj(c.Py_TYPE(args[1].?)) != s.bio_type or
+        py.obj(c.Py_TYPE(args[2].?)) != s.bio_type)
+    {
+        return py.newref(py.none());
+    }
+    return c.PyTuple_Pack(3, args[0].?, args[1].?, args[2].?);
+}
+
+/// One connection's OpenSSL objects, from its `_records`.
+const Records = struct {
+    ssl: *Ssl,
+    incoming: *Bio,
+    outgoing: *Bio,
+    incoming_obj: *Obj,
+
+    fn of(records: *Obj) ?Records {
+        if (c.PyTuple_Check(records) == 0 or c.PyTuple_Size(records) != 3) return null;
+        const incoming = c.PyTuple_GetItem(records, 1).?;
+        return .{
+            .ssl = sslOf(c.PyTuple_GetItem(records, 0).?),
+            .incoming = bioOf(incoming),
+            .outgoing = bioOf(c.PyTuple_GetItem(records, 2).?),
+            .incoming_obj = incoming,
+        };
+    }
+};
+
+const Names = struct {
+    records: *Obj,
+    state: *Obj,
+    app_reading_paused: *Obj,
+    app_protocol_is_buffer: *Obj,
+    app_protocol: *Obj,
+    write_backlog: *Obj,
+    app_writing_paused: *Obj,
+    write_buffer_size: *Obj,
+    outgoing_high_water: *Obj,
+    incoming_high_water: *Obj,
+    ssl_reading_paused: *Obj,
+    ssl_writing_paused: *Obj,
+    ssl_protocol: *Obj,
+    transport: *Obj,
+    do_write: *Obj,
+    do_read: *Obj,
+    process_outgoing: *Obj,
+    control_app_writing: *Obj,
+    control_ssl_reading: *Obj,
+    fatal_error: *Obj,
+    data_received: *Obj,
+    write: *Obj,
+    write_py: *Obj,
+    msg_fatal: *Obj,
+};
+
+var names: Names = undefined;
+
+pub fn initNames() void {
+    names = .{
+        .records = py.intern("_records"),
+        .state = py.intern("_state"),
+        .app_reading_paused = py.intern("_app_reading_paused"),
+        .app_protocol_is_buffer = py.intern("_app_protocol_is_buffer"),
+        .app_protocol = py.intern("_app_protocol"),
+        .write_backlog = py.intern("_write_backlog"),
+        .app_writing_paused = py.intern("_app_writing_paused"),
+        .write_buffer_size = py.intern("_write_buffer_size"),
+        .outgoing_high_water = py.intern("_outgoing_high_water"),
+        .incoming_high_water = py.intern("_incoming_high_water"),
+        .ssl_reading_paused = py.intern("_ssl_reading_paused"),
+        .ssl_writing_paused = py.intern("_ssl_writing_paused"),
+        .ssl_protocol = py.intern("_ssl_protocol"),
+        .transport = py.intern("_transport"),
+        .do_write = py.intern("_do_write"),
+        .do_read = py.intern("_do_read"),
+        .process_outgoing = py.intern("_process_outgoing"),
+        .control_app_writing = py.intern("_control_app_writing"),
+        .control_ssl_reading = py.intern("_control_ssl_reading"),
+        .fatal_error = py.intern("_fatal_error"),
+        .data_received = py.intern("data_received"),
+        .write = py.intern("write"),
+        .write_py = py.intern("_write_py"),
+        .msg_fatal = py.intern("Fatal error on SSL protocol"),
+    };
+}
+
+/// An attribute's truth: null once its lookup or test raised.
+fn flag(o: *Obj, name: *Obj) ?bool {
+    const v = c.PyObject_GetAttr(o, name) orelse return null;
+    defer py.decref(v);
+    if (v == c.Py_True()) return true;
+    if (v == c.Py_False()) return false;
+    const t = c.PyObject_IsTrue(v);
+    return if (t < 0) null else t == 1;
+}
+
+fn isAttr(o: *Obj, name: *Obj, expected: *Obj) ?bool {
+    const v = c.PyObject_GetAttr(o, name) orelse return null;
+    defer py.decref(v);
+    return v == expected;
+}
+
+/// `a > b` of two attributes.
+fn above(o: *Obj, a: *Obj, b: *Obj) ?bool {
+    const x = c.PyObject_GetAttr(o, a) orelse return null;
+    defer py.decref(x);
+    const y = c.PyObject_GetAttr(o, b) orelse return null;
+    defer py.decref(y);
+    const r = c.PyObject_RichCompareBool(x, y, c.Py_GT);
+    return if (r < 0) null else r == 1;
+}
+
+fn callDone(o: *Obj, name: *Obj) bool {
+    const r = py.callMethod(o, name, .{}) orelse return false;
+    py.decref(r);
+    return true;
+}
+
+/// What `received` did with the bytes.
+pub const Outcome = enum {
+    /// Not taken: the caller goes on with `buffer_updated()`.
+    python,
+    /// Done (an exception the TLS protocol caught went to its `_fatal_error`).
+    done,
+    /// An exception is pending that the protocol would not catch (not an
+    /// `Exception`: KeyboardInterrupt, SystemExit), or one from its
+    /// `_fatal_error`: the caller's, as from `buffer_updated()`.
+    raised,
+};
+
+/// As `except Exception as ex: proto._fatal_error(ex, ...)`: `.done` once
+/// it went there, `.raised` when the exception is not an `Exception` or the
+/// handler raised.
+fn caught(proto: *Obj) Outcome {
+    if (c.PyErr_ExceptionMatches(c.PyExc_Exception) == 0) return .raised;
+    const exc = py.fetchException() orelse return .raised;
+    defer py.decref(exc);
+    const r = py.callMethod(proto, names.fatal_error, .{ exc, names.msg_fatal }) orelse return .raised;
+    py.decref(r);
+    return .done;
+}
+
+/// The TLS protocol `proto` (exactly `zloop._tls._SSLProtocol`) was given
+/// `data` in its buffer: `buffer_updated(len(data))` for a wrapped
+/// connection whose application reads with `data_received()`, or `.python`
+/// where that method must run.
+pub fn received(proto: *Obj, data: []const u8) Outcome {
+    const s = &(ready orelse return .python);
+    const records_obj = c.PyObject_GetAttr(proto, names.records) orelse return caught(proto);
+    defer py.decref(records_obj);
+    if (records_obj == py.none()) return .python;
+    const records = Records.of(records_obj) orelse return .python;
+    const wrapped = isAttr(proto, names.state, s.wrapped) orelse return caught(proto);
+    if (!wrapped) return .python;
+    const paused = flag(proto, names.app_reading_paused) orelse return caught(proto);
+    if (paused) return .python;
+    const buffered = flag(proto, names.app_protocol_is_buffer) orelse return caught(proto);
+    if (buffered) return .python;
+    if (field(c_int, records.incoming_obj, eof_offset) != 0 or data.len > std.math.maxInt(c_int)) return .python;
+
+    const f = &s.fns;
+    f.ERR_clear_error();
+    if (data.len > 0 and f.BIO_write(records.incoming, data.ptr, @intCast(data.len)) != @as(c_int, @intCast(data.len))) {
+        _ = c.PyErr_NoMemory();
+        return caught(proto);
+    }
+    // The plaintext: at most what the BIO holds (TLS adds to each record),
+    // plus a partial record OpenSSL pulled in earlier; grown if need be.
+    var cap: usize = f.BIO_ctrl_pending(records.incoming) + 64;
+    var plain = c.PyBytes_FromStringAndSize(null, @intCast(cap)) orelse return caught(proto);
+    var got: usize = 0;
+    var last_error: c_int = SSL_ERROR_WANT_READ;
+    while (true) {
+        if (got == cap) {
+            cap = cap * 2 + 16 * 1024;
+            var resized: ?*Obj = plain;
+            if (c._PyBytes_Resize(&resized, @intCast(cap)) < 0) return caught(proto);
+            plain = resized.?;
+        }
+        const room: c_int = @intCast(@min(cap - got, std.math.maxInt(c_int)));
+        const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(plain));
+        const n = f.SSL_read(records.ssl, buf + got, room);
+        if (n > 0) {
+            got += @intCast(n);
+            continue;
+        }
+        last_error = f.SSL_get_error(records.ssl, n);
+        break;
+    }
+    if (last_error != SSL_ERROR_WANT_READ) {
+        // Not a plain record: the state machine's `_do_read()` reads again
+        // and meets it (OpenSSL answers the same again: a shutdown seen, a
+        // fatal error with its reason still queued). A close_notify comes
+        // after the data it ends, as asyncio delivers it; an error drops
+        // the data of its read, as there.
+        if (got > 0 and (last_error == SSL_ERROR_ZERO_RETURN or last_error == SSL_ERROR_SYSCALL)) {
+            py.setBytesSize(plain, got);
+            switch (deliver(proto, plain)) {
+                .done => {},
+                .raised => return .raised,
+                .caught => return .done,
+            }
+        } else py.decref(plain);
+        if (!callDone(proto, names.do_read)) return caught(proto);
+        return .done;
+    }
+    if (got > 0) {
+        py.setBytesSize(plain, got);
+        switch (deliver(proto, plain)) {
+            .done => {},
+            .raised => return .raised,
+            .caught => return .done,
+        }
+    } else py.decref(plain);
+    return afterRead(proto, records) catch caught(proto);
+}
+
+const Delivered = enum { done, raised, caught };
+
+/// `plain` (consumed) to the application's `data_received()`.
+fn deliver(proto: *Obj, plain: *Obj) Delivered {
+    defer py.decref(plain);
+    const app = c.PyObject_GetAttr(proto, names.app_protocol) orelse return fromCaught(proto);
+    defer py.decref(app);
+    const r = py.callMethod(app, names.data_received, .{plain}) orelse return fromCaught(proto);
+    py.decref(r);
+    return .done;
+}
+
+fn fromCaught(proto: *Obj) Delivered {
+    return switch (caught(proto)) {
+        .raised => .raised,
+        else => .caught,
+    };
+}
+
+/// The rest of `buffer_updated()` after the read, in its order.
+fn afterRead(proto: *Obj, records: Records) error{Raised}!Outcome {
+    const f = &ready.?.fns;
+    if (flag(proto, names.write_backlog) orelse return error.Raised) {
+        if (!callDone(proto, names.do_write)) return error.Raised;
+    } else if (f.BIO_ctrl_pending(records.outgoing) > 0) {
+        if (!callDone(proto, names.process_outgoing)) return error.Raised;
+    } else if ((flag(proto, names.app_writing_paused) orelse return error.Raised) or
+        (above(proto, names.write_buffer_size, names.outgoing_high_water) orelse return error.Raised))
+    {
+        if (!callDone(proto, names.control_app_writing)) return error.Raised;
+    }
+    const reading_paused = flag(proto, names.ssl_reading_paused) orelse return error.Raised;
+    var control = reading_paused;
+    if (!control) {
+        const pending = f.BIO_ctrl_pending(records.incoming);
+        if (pending > 0) {
+            const level = c.PyObject_GetAttr(proto, names.incoming_high_water) orelse return error.Raised;
+            defer py.decref(level);
+            const high = c.PyLong_AsSsize_t(level);
+            if (high == -1 and c.PyErr_Occurred() != null) return error.Raised;
+            control = @as(isize, @intCast(pending)) >= high;
+        }
+    }
+    if (control and !callDone(proto, names.control_ssl_reading)) return error.Raised;
+    return .done;
+}
+
+/// `_tls_write(transport, data)`: `_SSLProtocolTransport.write`. Bytes on
+/// a wrapped connection with nothing queued and the socket side taking
+/// data go through `SSL_write` and out here; anything else is the
+/// transport's `_write_py()`.
+fn writeFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, kwnames: ?*Obj) callconv(.c) ?*Obj {
+    if (nargs < 1) return py.raise(c.PyExc_TypeError, "write() needs its transport");
+    if (nargs != 2 or kwnames != null) {
+        // Keywords or a wrong count: the Python method says what asyncio's does.
+        return c.PyObject_VectorcallMethod(names.write_py, args, @intCast(nargs), kwnames);
+    }
+    const self = args[0].?;
+    const data = args[1].?;
+    const bytes = fastBytes(data) orelse return py.callMethod(self, names.write_py, .{data});
+    const s = &(ready orelse return py.callMethod(self, names.write_py, .{data}));
+    const proto = c.PyObject_GetAttr(self, names.ssl_protocol) orelse return null;
+    defer py.decref(proto);
+    const records_obj = c.PyObject_GetAttr(proto, names.records) orelse return null;
+    defer py.decref(records_obj);
+    const records = (if (records_obj == py.none()) null else Records.of(records_obj)) orelse
+        return py.callMethod(self, names.write_py, .{data});
+    const wrapped = isAttr(proto, names.state, s.wrapped) orelse return null;
+    const backlog = flag(proto, names.write_backlog) orelse return null;
+    const blocked = flag(proto, names.ssl_writing_paused) orelse return null;
+    if (!wrapped or backlog or blocked) return py.callMethod(self, names.write_py, .{data});
+
+    const f = &s.fns;
+    f.ERR_clear_error();
+    const n = f.SSL_write(records.ssl, bytes.ptr, @intCast(bytes.len));
+    if (n != @as(c_int, @intCast(bytes.len))) {
+        // Not taken whole (the TLS object wants to read first, or failed):
+        // the Python path writes it again and meets the same answer.
+        if (n <= 0) return py.callMethod(self, names.write_py, .{data});
+        const rest = c.PySequence_GetSlice(data, n, @intCast(bytes.len)) orelse return null;
+        defer py.decref(rest);
+        if (!sendOut(proto, records)) return afterCaught(proto);
+        return py.callMethod(self, names.write_py, .{rest});
+    }
+    if (!sendOut(proto, records)) return afterCaught(proto);
+    const paused = flag(proto, names.app_writing_paused) orelse return afterCaught(proto);
+    const over = paused or (above(proto, names.write_buffer_size, names.outgoing_high_water) orelse return afterCaught(proto));
+    if (over and !callDone(proto, names.control_app_writing)) return afterCaught(proto);
+    return py.newref(py.none());
+}
+
+/// Bytes a write takes on the record path: a non-empty `bytes` or
+/// `bytearray` of at most INT_MAX bytes.
+fn fastBytes(data: *Obj) ?[]const u8 {
+    const n: usize, const p: [*]const u8 = if (c.PyBytes_CheckExact(data) != 0)
+        .{ @intCast(c.PyBytes_Size(data)), @ptrCast(c.PyBytes_AsString(data)) }
+    else if (c.PyByteArray_CheckExact(data) != 0)
+        .{ @intCast(c.PyByteArray_Size(data)), @ptrCast(c.PyByteArray_AsString(data)) }
+    else
+        return null;
+    if (n == 0 or n > std.math.maxInt(c_int)) return null;
+    return p[0..n];
+}
+
+/// What the outgoing BIO holds, to the socket transport's `write()`.
+fn sendOut(proto: *Obj, records: Records) bool {
+    const f = &ready.?.fns;
+    const pending = f.BIO_ctrl_pending(records.outgoing);
+    if (pending == 0) return true;
+    const size: c_int = @intCast(@min(pending, std.math.maxInt(c_int)));
+    const out = c.PyBytes_FromStringAndSize(null, size) orelse return false;
+    defer py.decref(out);
+    const n = f.BIO_read(records.outgoing, @ptrCast(c.PyBytes_AsString(out)), size);
+    if (n <= 0) return true;
+    if (n < size) py.setBytesSize(out, @intCast(n));
+    const raw = c.PyObject_GetAttr(proto, names.transport) orelse return false;
+    defer py.decref(raw);
+    const r = py.callMethod(raw, names.write, .{out}) orelse return false;
+    py.decref(r);
+    return true;
+}
+
+/// The write's `except Exception as ex: proto._fatal_error(ex, ...)`.
+fn afterCaught(proto: *Obj) ?*Obj {
+    return switch (caught(proto)) {
+        .raised => null,
+        else => py.newref(py.none()),
+    };
+}
+
+var write_def = py.methodFast("write", writeFn, "Write data to the TLS transport (the record path, else asyncio's).");
+
+/// The module's `_tls_write`: an instance method, so that
+/// `_SSLProtocolTransport.write = _tls_write` binds the transport.
+pub fn addTo(m: *Obj) bool {
+    initNames();
+    const func = c.PyCFunction_NewEx(&write_def, null, null) orelse return false;
+    defer py.decref(func);
+    const method = c.PyInstanceMethod_New(func) orelse return false;
+    defer py.decref(method);
+    if (c.PyModule_AddObjectRef(m, "_tls_write", method) < 0) return false;
+    const fields = comptime std.meta.fieldNames(Fns);
+    const tuple = c.PyTuple_New(fields.len) orelse return false;
+    defer py.decref(tuple);
+    inline for (fields, 0..) |name, i| {
+        const text = c.PyUnicode_FromString(name) orelse return false;
+        if (c.PyTuple_SetItem(tuple, i, text) < 0) return false; // steals text
+    }
+    return c.PyModule_AddObjectRef(m, "_TLS_FUNCTIONS", tuple) == 0;
+}
