@@ -67,7 +67,7 @@ def check_accepted_args(ssl, handshake_timeout, shutdown_timeout):
 _WRAPPED = sslproto.SSLProtocolState.WRAPPED
 
 
-class _SSLProtocol(sslproto.SSLProtocol):
+class _SSLProtocol(_zloop.TLSProtocolState, sslproto.SSLProtocol):
     """asyncio's TLS state machine, with four fixes and three savings.
 
     The savings: each receive's decryption stops once nothing is left to
