@@ -432,3 +432,45 @@ def test_the_layout_check_refuses_what_it_cannot_confirm(zloop_module):
     why = _zloop._tls_setup(functions, probe._sslobj, outgoing, incoming, _tls._WRAPPED)
     assert why == "_ssl's layout is not the one known"
     assert _zloop._tls_records(object(), incoming, outgoing) is None
+
+
+@pytest.mark.zloop_only
+@pytest.mark.parametrize("setting", ["native", "python"])
+def test_which_path_runs_is_said_in_debug_mode(zloop_module, setting):
+    # In a fresh interpreter: the first TLS connection sets the path up;
+    # a loop in debug mode logs which one runs, and records_path() says so.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import asyncio, logging, ssl, sys, trustme, zloop
+        from zloop import _tls
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(message)s")
+        ca = trustme.CA()
+        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+        client_ctx = ssl.create_default_context()
+        ca.configure_trust(client_ctx)
+
+        async def main():
+            server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=server_ctx)
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx)
+            writer.close()
+            server.close()
+
+        asyncio.run(main(), loop_factory=zloop.new_event_loop, debug=True)
+        print("PATH", _tls.records_path())
+    """)
+    env = dict(os.environ, ZLOOP_TLS_RECORDS=setting)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    if setting == "python":
+        assert "zloop: TLS records run in asyncio's Python: ZLOOP_TLS_RECORDS=python" in out.stdout
+        assert "PATH ('python', 'ZLOOP_TLS_RECORDS=python')" in out.stdout
+    else:
+        assert "zloop: TLS records run natively" in out.stdout
+        assert "PATH ('native', None)" in out.stdout
