@@ -91,6 +91,8 @@ fn bioOf(bio: *Obj) *Bio {
 pub const ProtoState = extern struct {
     ob_base: c.PyObject,
     fields: [field_names.len]?*Obj,
+    /// The application kept a plaintext it was given (`Plain`).
+    keeps_data: bool,
 
     fn get(st: *const ProtoState, comptime f: Field) ?*Obj {
         return st.fields[@intFromEnum(f)];
@@ -359,22 +361,13 @@ pub fn received(proto: *Obj, data: []const u8) Outcome {
     }
     // The plaintext: at most what the BIO holds (TLS adds to each record),
     // plus a partial record OpenSSL pulled in earlier; grown if need be.
-    var cap: usize = f.BIO_ctrl_pending(records.incoming) + 64;
-    var plain = c.PyBytes_FromStringAndSize(null, @intCast(cap)) orelse return caught(proto);
-    var got: usize = 0;
+    var plain = Plain.init(st, f.BIO_ctrl_pending(records.incoming) + 64) orelse return caught(proto);
     var last_error: c_int = SSL_ERROR_WANT_READ;
     while (true) {
-        if (got == cap) {
-            cap = cap * 2 + 16 * 1024;
-            var resized: ?*Obj = plain;
-            if (c._PyBytes_Resize(&resized, @intCast(cap)) < 0) return caught(proto);
-            plain = resized.?;
-        }
-        const room: c_int = @intCast(@min(cap - got, std.math.maxInt(c_int)));
-        const buf: [*]u8 = @ptrCast(c.PyBytes_AsString(plain));
-        const n = f.SSL_read(records.ssl, buf + got, room);
+        const room = plain.room() orelse return caught(proto);
+        const n = f.SSL_read(records.ssl, room.ptr, @intCast(@min(room.len, std.math.maxInt(c_int))));
         if (n > 0) {
-            got += @intCast(n);
+            plain.got += @intCast(n);
             // Drained: no ciphertext left and no plaintext held, so a read
             // could only want more (a partial record needs the rest).
             // asyncio reads until SSLWantReadError; zloop's Python path
@@ -391,32 +384,97 @@ pub fn received(proto: *Obj, data: []const u8) Outcome {
         // fatal error with its reason still queued). A close_notify comes
         // after the data it ends, as asyncio delivers it; an error drops
         // the data of its read, as there.
-        if (got > 0 and (last_error == SSL_ERROR_ZERO_RETURN or last_error == SSL_ERROR_SYSCALL)) {
-            py.setBytesSize(plain, got);
-            switch (deliver(proto, st, plain)) {
+        if (plain.got > 0 and (last_error == SSL_ERROR_ZERO_RETURN or last_error == SSL_ERROR_SYSCALL)) {
+            switch (plain.deliver(proto, st)) {
                 .done => {},
                 .raised => return .raised,
                 .caught => return .done,
             }
-        } else py.decref(plain);
+        } else plain.drop();
         if (!callDone(proto, names.do_read)) return caught(proto);
         return .done;
     }
-    if (got > 0) {
-        py.setBytesSize(plain, got);
-        switch (deliver(proto, st, plain)) {
+    if (plain.got > 0) {
+        switch (plain.deliver(proto, st)) {
             .done => {},
             .raised => return .raised,
             .caught => return .done,
         }
-    } else py.decref(plain);
+    } else plain.drop();
     return afterRead(proto, st, records) catch caught(proto);
 }
 
 const Delivered = enum { done, raised, caught };
 
+/// The `bytes` a receive's plaintext is decrypted into: for a small
+/// receive, the one this thread lends (`lent`), handed to
+/// `data_received()` with its size set to what arrived and taken back when
+/// the application kept no reference (no allocation and no free a record;
+/// as transport/read.zig's lent buffer for plain reads); else one of its
+/// own. A connection whose application keeps what it is given gets its
+/// own from then on (`keeps_data`), so that it never holds a lent buffer
+/// for a short message more than once.
+const Plain = struct {
+    bytes: *Obj,
+    cap: usize,
+    got: usize = 0,
+    lent: bool,
+
+    fn init(st: *const ProtoState, want: usize) ?Plain {
+        if (want <= lent_bytes and !st.keeps_data) {
+            const b = lent orelse (c.PyBytes_FromStringAndSize(null, lent_bytes) orelse return null);
+            lent = null;
+            return .{ .bytes = b, .cap = lent_bytes, .lent = true };
+        }
+        const b = c.PyBytes_FromStringAndSize(null, @intCast(want)) orelse return null;
+        return .{ .bytes = b, .cap = want, .lent = false };
+    }
+
+    /// Where the next read goes; grown (into one of its own) once full.
+    fn room(p: *Plain) ?[]u8 {
+        if (p.got == p.cap) {
+            const cap = p.cap * 2 + 16 * 1024;
+            const grown = c.PyBytes_FromStringAndSize(null, @intCast(cap)) orelse return null;
+            @memcpy(bufOf(grown)[0..p.got], bufOf(p.bytes)[0..p.got]);
+            p.drop();
+            p.bytes = grown;
+            p.cap = cap;
+            p.lent = false;
+        }
+        return bufOf(p.bytes)[p.got..p.cap];
+    }
+
+    fn bufOf(b: *Obj) [*]u8 {
+        return @ptrCast(c.PyBytes_AsString(b));
+    }
+
+    /// To `data_received()`; the lent one comes back if it was not kept.
+    fn deliver(p: *Plain, proto: *Obj, st: *ProtoState) Delivered {
+        py.setBytesSize(p.bytes, p.got);
+        if (!p.lent) return deliverBytes(proto, st, p.bytes);
+        py.incref(p.bytes);
+        const r = deliverBytes(proto, st, p.bytes);
+        if (c.Py_REFCNT(p.bytes) > 1) st.keeps_data = true;
+        p.drop();
+        return r;
+    }
+
+    fn drop(p: *Plain) void {
+        if (p.lent and lent == null and c.Py_REFCNT(p.bytes) == 1) {
+            lent = p.bytes;
+            return;
+        }
+        py.decref(p.bytes);
+    }
+};
+
+/// The buffer `Plain` lends: one record's plaintext at most (16 KiB), with
+/// room for a second small one.
+const lent_bytes = 16 * 1024 + 1024;
+threadlocal var lent: ?*Obj = null;
+
 /// `plain` (consumed) to the application's `data_received()`.
-fn deliver(proto: *Obj, st: *ProtoState, plain: *Obj) Delivered {
+fn deliverBytes(proto: *Obj, st: *ProtoState, plain: *Obj) Delivered {
     defer py.decref(plain);
     const app = py.newref(st.get(.app_protocol) orelse {
         unset(.app_protocol);
