@@ -19,8 +19,7 @@ import ssl
 import pytest
 
 from _net import RecordingBufferedProtocol
-
-trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
+from _support import tls_contexts
 
 pytestmark = pytest.mark.network
 
@@ -28,22 +27,18 @@ HOST = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
-def ca():
-    return trustme.CA()
+def contexts():
+    return tls_contexts(HOST)
 
 
 @pytest.fixture(scope="module")
-def server_ctx(ca):
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", HOST).configure_cert(ctx)
-    return ctx
+def server_ctx(contexts):
+    return contexts[0]
 
 
 @pytest.fixture(scope="module")
-def client_ctx(ca):
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
+def client_ctx(contexts):
+    return contexts[1]
 
 
 @pytest.fixture(params=["records", "python"])
@@ -174,6 +169,14 @@ async def _serve(loop, server_ctx, **kwargs):
     return server, server.sockets[0].getsockname()[1], protocols
 
 
+async def _finish(client, server, protocol):
+    """The client goes, the server's connection sees it, the server closes."""
+    client.close()
+    await asyncio.wait_for(protocol.lost, 10)
+    server.close()
+    await server.wait_closed()
+
+
 async def _until(predicate, timeout=10):
     for _ in range(int(timeout / 0.005)):
         if predicate():
@@ -194,10 +197,7 @@ def test_a_record_split_across_many_reads(loop, path, server_ctx, client_ctx):
         await client.send(client.ciphertext(message), chunk=97)
         assert await client.recv_plain(len(message)) == message
         assert bytes(protocols[0].data) == message
-        client.close()
-        await asyncio.wait_for(protocols[0].lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, protocols[0])
 
     loop.run_until_complete(main())
 
@@ -211,10 +211,7 @@ def test_the_handshake_end_and_data_in_one_read(loop, path, server_ctx, client_c
         message = _message(5000, 1)
         await client.send(client.ciphertext(message))
         assert await client.recv_plain(len(message)) == message
-        client.close()
-        await asyncio.wait_for(protocols[0].lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, protocols[0])
 
     loop.run_until_complete(main())
 
@@ -281,10 +278,7 @@ def test_pause_and_resume_at_every_read(loop, path, server_ctx, client_ctx):
         await client.send(client.ciphertext(message), chunk=8192)
         assert await client.recv_plain(len(message)) == message
         assert bytes(protocols[0].data) == message
-        client.close()
-        await asyncio.wait_for(protocols[0].lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, protocols[0])
 
     loop.run_until_complete(main())
 
@@ -310,10 +304,7 @@ def test_large_application_writes_and_write_flow_control(loop, path, server_ctx,
         await _until(lambda: proto.transport.get_write_buffer_size() == 0)
         if flow:
             assert flow == ["pause", "resume"]
-        client.close()
-        await asyncio.wait_for(proto.lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, proto)
 
     loop.run_until_complete(main())
 
@@ -332,10 +323,7 @@ def test_a_buffered_protocol_application(loop, path, server_ctx, client_ctx):
         message = _message(40_000, 7)
         await client.send(client.ciphertext(message), chunk=5000)
         await _until(lambda: protocols and bytes(protocols[0].data) == message)
-        client.close()
-        await asyncio.wait_for(protocols[0].lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, protocols[0])
 
     loop.run_until_complete(main())
 
@@ -356,10 +344,7 @@ def test_write_arguments_as_asyncio_takes_them(loop, path, server_ctx, client_ct
         with pytest.raises(TypeError):
             transport.write()
         assert await client.recv_plain(4) == b"abcd"
-        client.close()
-        await asyncio.wait_for(protocols[0].lost, 10)
-        server.close()
-        await server.wait_closed()
+        await _finish(client, server, protocols[0])
 
     loop.run_until_complete(main())
 
