@@ -184,6 +184,32 @@ pub const Multi = struct {
         return @tagName(b.chosen);
     }
 
+    /// The optional features in use (`feature_names`), as a bit set: io_uring's; none on epoll.
+    pub fn features(b: *const Multi) u32 {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (!@hasDecl(@TypeOf(x.*), "features")) return 0;
+                var bits: u32 = 0;
+                var in_use = x.features().iterator();
+                while (in_use.next()) |f| bits |= @as(u32, 1) << @intCast(@intFromEnum(f));
+                return bits;
+            },
+        }
+    }
+
+    /// A run of the loop starts (or stops) on the calling thread.
+    pub fn runStarted(b: *Multi) void {
+        switch (b.chosen) {
+            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "runStarted")) x.runStarted(),
+        }
+    }
+
+    pub fn runStopped(b: *Multi) void {
+        switch (b.chosen) {
+            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "runStopped")) x.runStopped(),
+        }
+    }
+
     /// Whether `api.Arm.recv` is served by native receives (io_uring).
     pub fn nativeRecv(b: *const Multi) bool {
         switch (b.chosen) {
@@ -260,6 +286,29 @@ pub const recv_buffers_max: u16 = if (@hasField(Kind, "io_uring"))
     io_uring.Backend.recv_buffers_max
 else
     0;
+
+/// The names of the optional backend features `features` reports, by bit:
+/// io_uring's (see `io_uring.Feature`), in builds that have it.
+pub const feature_names: []const []const u8 = if (@hasField(Kind, "io_uring"))
+    std.meta.fieldNames(io_uring.Feature)
+else
+    &.{};
+
+/// The optional features `b` uses, a bit per `feature_names` entry.
+pub fn features(b: *const Backend) u32 {
+    if (is_linux) return b.features();
+    return 0;
+}
+
+/// A run of the loop starts on the calling thread; `runStopped` when it
+/// ends, on the same thread.
+pub fn runStarted(b: *Backend) void {
+    if (is_linux) b.runStarted();
+}
+
+pub fn runStopped(b: *Backend) void {
+    if (is_linux) b.runStopped();
+}
 
 /// Whether `b` serves `api.Arm.recv` with native receives.
 pub fn nativeRecv(b: *const Backend) bool {

@@ -249,6 +249,12 @@ pub const Reactor = struct {
         return backend.activeName(&r.backend);
     }
 
+    /// The optional backend features in use, a bit per
+    /// `backend.feature_names` entry (io_uring's; none on epoll).
+    pub fn backendFeatures(r: *const Reactor) u32 {
+        return backend.features(&r.backend);
+    }
+
     /// Whether watchers asking for `recv` get native receives (io_uring
     /// with a provided-buffer ring); once buffers are provided.
     pub fn nativeRecv(r: *const Reactor) bool {
@@ -710,6 +716,8 @@ pub const Reactor = struct {
         // A loop that stops makes no more progress: nobody waits on it.
         defer if (r.posted.waiters.load(.monotonic) != 0) r.releasePosters();
         r.woke_on_events = false; // a run starts with a poll
+        backend.runStarted(&r.backend);
+        defer backend.runStopped(&r.backend);
         while (true) {
             try r.runOnce();
             if (r.stopping) break;
