@@ -9,6 +9,8 @@
 //!                ring (too old, io_uring_disabled, a seccomp filter) the
 //!                reactor quietly falls back to epoll: the loop still
 //!                works, and `activeName` tells which backend runs it.
+//!                `ZLOOP_URING_OFF` turns io_uring's optional ring
+//!                features off (see `io_uring.Feature`).
 //!   "kqueue"     kqueue over the test-only emulation (`-Dportable=true`
 //!                builds, which offer epoll and kqueue and no io_uring:
 //!                nothing of io_uring runs on macOS or the BSDs, and a
@@ -191,7 +193,7 @@ pub const Multi = struct {
                 if (!@hasDecl(@TypeOf(x.*), "features")) return 0;
                 var bits: u32 = 0;
                 var in_use = x.features().iterator();
-                while (in_use.next()) |f| bits |= @as(u32, 1) << @intCast(@intFromEnum(f));
+                while (in_use.next()) |f| bits |= @as(u32, 1) << @intCast(@backingInt(f));
                 return bits;
             },
         }

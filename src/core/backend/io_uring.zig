@@ -832,7 +832,8 @@ pub const Backend = struct {
             error.Unsupported => failedWith(.NOMEM),
             else => |e| e,
         };
-        errdefer ring.deinit();
+        var swapped = false;
+        errdefer if (!swapped) ring.deinit();
         const old_n = b.ring.cq_ready();
         const old = slot_gpa.alloc(linux.io_uring_cqe, old_n) catch return error.NoMemory;
         defer slot_gpa.free(old);
@@ -849,6 +850,7 @@ pub const Backend = struct {
         b.buf_ring = null;
         b.ring.deinit();
         b.ring = ring;
+        swapped = true;
         b.issuer = null;
         if (had_recv) b.buf_ring = IoUring.setup_buf_ring(ring.fd, recv_buffers_max, recv_group, .{ .inc = false }) catch null;
         // What the old ring armed is gone with it; its completions are
