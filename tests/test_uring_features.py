@@ -26,7 +26,7 @@ import pytest
 from _support import build_backends
 
 # The names ZLOOP_URING_OFF takes, as loop._backend_features reports them.
-FEATURES = ("single_issuer", "coop_taskrun", "ring_fd", "recv", "epoll_wait")
+FEATURES = ("single_issuer", "coop_taskrun", "recv", "epoll_wait")
 
 needs_io_uring = pytest.mark.skipif(
     "io_uring" not in build_backends(), reason="this zloop build has no io_uring backend"
@@ -120,7 +120,7 @@ def test_echo_timers_and_threadsafe_calls_with_a_ring_feature_off(loop_factory, 
         lp.close()
 
 
-@pytest.mark.parametrize("off", ["", "ring_fd"])
+@pytest.mark.parametrize("off", ["", "recv"])
 def test_a_loop_made_in_one_thread_runs_in_another_and_closes_in_the_first(
     loop_factory, monkeypatch, off
 ):
@@ -171,9 +171,7 @@ def test_features_in_use_are_reported_and_each_can_be_turned_off(zloop_module, m
             assert lp.backend == "io_uring"
             assert isinstance(in_run, tuple) and set(in_run) <= set(FEATURES)
             assert off not in in_run
-            # The ring fd is registered only while a run lasts.
-            assert "ring_fd" not in lp._backend_features
-            assert set(lp._backend_features) == set(in_run) - {"ring_fd"}
+            assert lp._backend_features == in_run
         finally:
             lp.close()
     monkeypatch.setenv("ZLOOP_BACKEND", "epoll")

@@ -199,19 +199,6 @@ pub const Multi = struct {
         }
     }
 
-    /// A run of the loop starts (or stops) on the calling thread.
-    pub fn runStarted(b: *Multi) void {
-        switch (b.chosen) {
-            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "runStarted")) x.runStarted(),
-        }
-    }
-
-    pub fn runStopped(b: *Multi) void {
-        switch (b.chosen) {
-            inline else => |*x| if (@hasDecl(@TypeOf(x.*), "runStopped")) x.runStopped(),
-        }
-    }
-
     /// Whether `api.Arm.recv` is served by native receives (io_uring).
     pub fn nativeRecv(b: *const Multi) bool {
         switch (b.chosen) {
@@ -300,16 +287,6 @@ else
 pub fn features(b: *const Backend) u32 {
     if (is_linux) return b.features();
     return 0;
-}
-
-/// A run of the loop starts on the calling thread; `runStopped` when it
-/// ends, on the same thread.
-pub fn runStarted(b: *Backend) void {
-    if (is_linux) b.runStarted();
-}
-
-pub fn runStopped(b: *Backend) void {
-    if (is_linux) b.runStopped();
 }
 
 /// Whether `b` serves `api.Arm.recv` with native receives.

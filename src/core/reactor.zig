@@ -716,8 +716,6 @@ pub const Reactor = struct {
         // A loop that stops makes no more progress: nobody waits on it.
         defer if (r.posted.waiters.load(.monotonic) != 0) r.releasePosters();
         r.woke_on_events = false; // a run starts with a poll
-        backend.runStarted(&r.backend);
-        defer backend.runStopped(&r.backend);
         while (true) {
             try r.runOnce();
             if (r.stopping) break;

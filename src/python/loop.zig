@@ -1279,7 +1279,7 @@ fn getBackend(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
 }
 
 /// `_backend_features`: the optional features the backend uses (on
-/// io_uring, the `ZLOOP_URING_OFF` names: "single_issuer", "ring_fd"...),
+/// io_uring, the `ZLOOP_URING_OFF` names: "single_issuer", "recv"...),
 /// a tuple of names; empty on epoll and kqueue.
 fn getBackendFeatures(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);

@@ -99,12 +99,6 @@ pub const Feature = enum {
     /// IORING_SETUP_COOP_TASKRUN (5.19, see `Backend.init`). Without: the
     /// kernel interrupts the thread for each completion's task work.
     coop_taskrun,
-    /// A registered ring fd (IORING_REGISTER_RING_FDS, 5.18): the waits of
-    /// a run name the ring by its index in the running thread's table,
-    /// which spares the kernel looking up the ring's file on each.
-    /// Registered while a run lasts, by the thread running it (the table
-    /// is per thread). Without: the ring's fd.
-    ring_fd,
     /// Native receives into provided buffers (5.19, multishot receives
     /// 6.0). Without: reads are polled.
     recv,
@@ -282,12 +276,6 @@ pub const Backend = struct {
     /// The thread pointer of the one thread the ring lets in, while it is
     /// single-issuer (`Feature.single_issuer`); null once it is not.
     issuer: ?usize = null,
-    /// The ring's index in the table of the thread running the loop, while
-    /// a run lasts (`Feature.ring_fd`), and that thread's pointer.
-    ring_index: ?u32 = null,
-    ring_thread: usize = 0,
-    /// The thread pointer of the thread running the loop, while it runs.
-    run_thread: ?usize = null,
     /// Per provided buffer id: in the kernel's buffer ring (provided, not
     /// yet handed out by a completion). What a moved ring provides anew.
     in_ring: []bool = &.{},
@@ -387,7 +375,6 @@ pub const Backend = struct {
         var f: Features = .empty;
         f.setPresent(.single_issuer, b.issuer != null);
         f.setPresent(.coop_taskrun, b.ring.flags & linux.IORING_SETUP_COOP_TASKRUN != 0);
-        f.setPresent(.ring_fd, b.ring_index != null);
         f.setPresent(.recv, b.nativeRecv());
         f.setPresent(.epoll_wait, b.ep_wait_op);
         return f;
@@ -429,7 +416,6 @@ pub const Backend = struct {
     /// Closes the ring; the kernel cancels every poll and receive still
     /// armed. Provided buffers are free to go once this returns.
     pub fn deinit(b: *Backend) void {
-        b.unregisterRing();
         b.teardownRecv();
         b.ring.deinit();
         b.ep.deinit();
@@ -588,8 +574,8 @@ pub const Backend = struct {
         try b.armEpoll();
         const block = n == 0 and b.ep_held_end == 0 and b.carried.items.len == 0;
         const waited = b.enter(if (block) timeout_ms else 0) catch |err| switch (err) {
-            // A forked child's first wait on a single-issuer ring: moved,
-            // what it listed and queued is to be done again.
+            // Moved by `enter` (see there): what this pass listed and
+            // queued went with the old ring, and is done again.
             error.Moved => return n + try b.poll(0, out[n..want]),
             else => |e| return e,
         };
@@ -702,8 +688,9 @@ pub const Backend = struct {
         const rc = b.enterRaw(to_submit, @intFromBool(block), flags, &arg);
         switch (linux.errno(rc)) {
             .SUCCESS => return block and rc > 0,
-            // A thread the single-issuer ring does not let in (a forked
-            // child: another thread moved it in `own`).
+            // A thread the single-issuer ring does not let in, which `own`
+            // took for its issuer: a forked child, or a thread that took
+            // over an exited issuer's thread pointer.
             .EXIST => if (b.issuer != null) {
                 try b.moveRing();
                 return error.Moved;
@@ -734,8 +721,7 @@ pub const Backend = struct {
         return sq_flags & (linux.IORING_SQ_CQ_OVERFLOW | linux.IORING_SQ_TASKRUN) != 0;
     }
 
-    /// io_uring_enter on this ring: by its registered index where the
-    /// calling thread registered it (`Feature.ring_fd`), else by its fd.
+    /// io_uring_enter on this ring, with `arg` (EXT_ARG) or none.
     fn enterRaw(
         b: *Backend,
         to_submit: u32,
@@ -743,69 +729,9 @@ pub const Backend = struct {
         flags: u32,
         arg: ?*const linux.io_uring_getevents_arg,
     ) usize {
-        var fd: u32 = @bitCast(b.ring.fd);
-        var f = flags;
-        if (b.ring_index) |i| if (b.ring_thread == threadPointer()) {
-            fd = i;
-            f |= linux.IORING_ENTER_REGISTERED_RING;
-        };
+        const fd: u32 = @bitCast(b.ring.fd);
         const arg_size: usize = if (arg != null) @sizeOf(linux.io_uring_getevents_arg) else 0;
-        const rc = linux.syscall6(.io_uring_enter, fd, to_submit, min_complete, f, @intFromPtr(arg), arg_size);
-        if (f & linux.IORING_ENTER_REGISTERED_RING == 0) return rc;
-        switch (linux.errno(rc)) {
-            // The index is not this thread's (a forked child, whose table
-            // is empty, on the same thread pointer): by fd from now on.
-            .INVAL, .BADF => {
-                b.ring_index = null;
-                return b.enterRaw(to_submit, min_complete, flags, arg);
-            },
-            else => return rc,
-        }
-    }
-
-    /// A run starts on this thread: the ring is registered in the
-    /// thread's table (`Feature.ring_fd`), so that the run's waits name it
-    /// by index.
-    pub fn runStarted(b: *Backend) void {
-        b.run_thread = threadPointer();
-        b.registerRing();
-    }
-
-    /// The run is over: the thread's table lets go of the ring (an entry
-    /// left there would keep the ring, and whatever its requests hold,
-    /// alive until the thread exits).
-    pub fn runStopped(b: *Backend) void {
-        b.unregisterRing();
-        b.run_thread = null;
-    }
-
-    /// Registers the ring in this thread's table. Skipped where the kernel
-    /// has no such table (before 5.18) or the ring is single-issuer and
-    /// not this thread's (the run's first pass moves it, see `moveRing`).
-    fn registerRing(b: *Backend) void {
-        if (b.off.contains(.ring_fd) or b.ring_index != null) return;
-        const thread = threadPointer();
-        if (thread == 0) return;
-        if (b.issuer) |issuer| if (issuer != thread) return;
-        var update: linux.io_uring_rsrc_update = .{
-            .offset = std.math.maxInt(u32), // any free index
-            .resv = 0,
-            .data = @intCast(b.ring.fd),
-        };
-        const rc = linux.io_uring_register(b.ring.fd, .REGISTER_RING_FDS, &update, 1);
-        if (linux.errno(rc) != .SUCCESS or rc != 1) return;
-        b.ring_index = update.offset;
-        b.ring_thread = thread;
-    }
-
-    fn unregisterRing(b: *Backend) void {
-        const index = b.ring_index orelse return;
-        b.ring_index = null;
-        // Only the registering thread's table has it, and only that thread
-        // can take it out (a run stops on the thread that started it).
-        if (b.ring_thread != threadPointer()) return;
-        var update: linux.io_uring_rsrc_update = .{ .offset = index, .resv = 0, .data = 0 };
-        _ = linux.io_uring_register(b.ring.fd, .UNREGISTER_RING_FDS, &update, 1);
+        return linux.syscall6(.io_uring_enter, fd, to_submit, min_complete, flags, @intFromPtr(arg), arg_size);
     }
 
     /// Moves a single-issuer ring on the first use by another thread than
@@ -839,7 +765,6 @@ pub const Backend = struct {
         defer slot_gpa.free(old);
         b.carried.ensureUnusedCapacity(slot_gpa, old_n) catch return error.NoMemory;
         for (old, 0..) |*cqe, i| cqe.* = b.ring.cq.cqes[(b.ring.cq.head.* +% @as(u32, @intCast(i))) & b.ring.cq.mask];
-        b.unregisterRing();
         const had_recv = b.buf_ring != null;
         // Not unregistered (this thread may not): closing the ring lets
         // go of it, and the kernel pinned its pages.
@@ -885,7 +810,6 @@ pub const Backend = struct {
             try b.syncRecv(fd, slot);
             try b.syncPoll(fd, slot);
         }
-        if (b.run_thread == threadPointer()) b.registerRing();
     }
 
     /// One unread completion of an abandoned ring (`moveRing`): the
@@ -1066,8 +990,8 @@ pub const Backend = struct {
         const rc = b.enterRaw(b.ring.flush_sq(), 0, linux.IORING_ENTER_GETEVENTS, null);
         switch (linux.errno(rc)) {
             .SUCCESS, .AGAIN, .BUSY, .INTR => {},
-            // Refused to a forked child: moving closes the old ring, and
-            // the kernel cancels all it held.
+            // Refused (see `enter`): moving closes the old ring, and the
+            // kernel cancels all it held.
             .EXIST => if (b.issuer != null) try b.moveRing(),
             else => |e| {
                 sys.last_errno = @backingInt(e);
@@ -1640,8 +1564,6 @@ test "io_uring: each optional feature left off, the backend still reports readin
         };
         defer b.deinit();
         try std.testing.expect(!b.features().contains(f));
-        b.runStarted();
-        defer b.runStopped();
         var store: [2 * 16]u8 = undefined;
         for (0..2) |i| b.provideRecvBuffer(@intCast(i), store[i * 16 ..][0..16]);
         const pair = try socketPair();
@@ -1667,25 +1589,6 @@ test "io_uring: each optional feature left off, the backend still reports readin
         try std.testing.expect(out[0].fd == efd and out[0].readable);
         try b.setInterest(efd, .{ .read = true }, .{}, .{});
     }
-}
-
-test "io_uring: a run registers the ring fd and lets go of it when it ends" {
-    var b = try testBackend();
-    defer b.deinit();
-    b.runStarted();
-    const registered = b.features().contains(.ring_fd);
-    const efd = try armedEventfd(&b); // waits through the registered index
-    defer sys.close(efd);
-    try signal(efd);
-    var out: [4]api.Event = undefined;
-    try std.testing.expectEqual(@as(usize, 1), try api.pollRetrying(&b, 1000, &out));
-    b.runStopped();
-    try std.testing.expect(!b.features().contains(.ring_fd));
-    if (!registered) return error.SkipZigTest; // before 5.18, or no thread pointer
-    // The table's entry is gone: the same index is free for the next run.
-    b.runStarted();
-    defer b.runStopped();
-    try std.testing.expect(b.features().contains(.ring_fd));
 }
 
 test "io_uring: another thread moves a single-issuer ring; received data and readiness carry over" {
