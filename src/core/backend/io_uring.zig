@@ -1650,3 +1650,35 @@ test "io_uring: another thread moves a single-issuer ring; received data and rea
     while (rv.res < 0) rv = try nextRecv(&b); // ENOBUFS cannot happen: 3 left
     try std.testing.expectEqualStrings("after", store[@as(usize, rv.buffer) * 16 ..][0..@intCast(rv.res)]);
 }
+
+test "io_uring: a thread the single-issuer ring refuses (EEXIST) though it looks like the issuer moves it too" {
+    // Set up by a thread that then exits; this thread passes for it (as a
+    // new thread on the exited one's thread pointer, or a forked child,
+    // would): the kernel's EEXIST moves the ring.
+    const Maker = struct {
+        fn run(out: *Backend, err: *?anyerror) void {
+            out.* = Backend.init() catch |e| {
+                err.* = e;
+                return;
+            };
+        }
+    };
+    var b: Backend = undefined;
+    var failed: ?anyerror = null;
+    const t = try std.Thread.spawn(.{}, Maker.run, .{ &b, &failed });
+    t.join();
+    if (failed) |err| return if (err == error.Unsupported) error.SkipZigTest else err;
+    defer b.deinit();
+    if (b.issuer == null) return error.SkipZigTest;
+    b.issuer = threadPointer();
+    const pair = try socketPair();
+    defer sys.close(pair[0]);
+    defer sys.close(pair[1]);
+    try b.setInterest(pair[0], .{}, .{ .read = true }, .{});
+    _ = try sys.write(pair[1], "x");
+    const ev = try nextEvent(&b);
+    try std.testing.expect(ev.fd == pair[0] and ev.readable);
+    try std.testing.expect(!b.features().contains(.single_issuer));
+    // Dropping interest enters the new ring: the socket really closes.
+    try b.setInterest(pair[0], .{ .read = true }, .{}, .{});
+}
