@@ -95,7 +95,7 @@ pub const ProtoState = extern struct {
     keeps_data: bool,
 
     fn get(st: *const ProtoState, comptime f: Field) ?*Obj {
-        return st.fields[@intFromEnum(f)];
+        return st.fields[@backingInt(f)];
     }
 
     fn isTrue(st: *const ProtoState, comptime f: Field) bool {
@@ -346,7 +346,10 @@ fn caught(proto: *Obj) Outcome {
 pub fn received(proto: *Obj, data: []const u8) Outcome {
     const s = &(ready orelse return .python);
     const st = stateOf(proto) orelse return .python;
-    const records = Records.of(st.get(.records) orelse return .python) orelse return .python;
+    // Held for the call: the application's callbacks run in between.
+    const records_obj = py.newref(st.get(.records) orelse return .python);
+    defer py.decref(records_obj);
+    const records = Records.of(records_obj) orelse return .python;
     if (st.get(.state) != s.wrapped or st.isTrue(.app_reading_paused) or
         st.get(.app_protocol_is_buffer) != c.Py_False())
     {
@@ -488,7 +491,7 @@ fn deliverBytes(proto: *Obj, st: *ProtoState, plain: *Obj) Delivered {
 
 /// Raises the AttributeError of an unset member.
 fn unset(comptime f: Field) void {
-    _ = c.PyErr_Format(c.PyExc_AttributeError, "'_SSLProtocol' object has no attribute '%s'", field_names[@intFromEnum(f)].ptr);
+    _ = c.PyErr_Format(c.PyExc_AttributeError, "'_SSLProtocol' object has no attribute '%s'", field_names[@backingInt(f)].ptr);
 }
 
 fn fromCaught(proto: *Obj) Delivered {
