@@ -180,7 +180,10 @@ def test_next_attempt_starts_after_the_delay(loop, closer):
 
 
 def test_failure_starts_the_next_attempt_at_once(loop, closer):
-    refused, good = _refusing(), _listening(closer)
+    # The listener first: a port _refusing() just let go of is free for
+    # the kernel to give the listener (seen on a busy machine).
+    good = _listening(closer)
+    refused = _refusing()
     attempts = _patch(loop, [refused, good])
 
     async def main():
