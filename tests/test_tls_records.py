@@ -448,7 +448,10 @@ def test_which_path_runs_is_said_in_debug_mode(zloop_module, setting, tmp_path):
             writer.close()
             server.close()
 
-        asyncio.run(main(), loop_factory=zloop.new_event_loop, debug=True)
+        loop = zloop.new_event_loop()
+        loop.set_debug(True)
+        loop.run_until_complete(main())
+        loop.close()
         print("PATH", _tls.records_path())
     """)
     env = dict(os.environ, ZLOOP_TLS_RECORDS=setting)
