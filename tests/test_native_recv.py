@@ -91,10 +91,27 @@ async def _burst(port, n):
     assert replies == [b"%05d" % i * 200 for i in range(n)]
 
 
-def test_many_connections_receiving_at_once_each_get_their_bytes(loop):
+@pytest.fixture
+def burst_loop(loop_factory, monkeypatch):
+    """A loop whose waits on io_uring take every arrival at once. A
+    single-issuer ring defers the receives' task work to the loop's wait,
+    which runs it in the kernel's batches: a burst of 300 then does not
+    always use up the 64 buffers (one run in six did not), and the cases
+    that need the receive pool to grow leave the feature off."""
+    monkeypatch.setenv("ZLOOP_URING_OFF", "single_issuer")
+    lp = loop_factory()
+    try:
+        yield lp
+    finally:
+        lp.close()
+
+
+def test_many_connections_receiving_at_once_each_get_their_bytes(burst_loop):
     # 300 connections, each sent a message in the same pass: on io_uring
     # more arrive in one wait than the loop has buffers (64 to start), so
     # some receives find none free and the pool grows.
+    loop = burst_loop
+
     async def main():
         server = await loop.create_server(Echo, HOST, 0)
         await _burst(server.sockets[0].getsockname()[1], 300)
@@ -106,11 +123,12 @@ def test_many_connections_receiving_at_once_each_get_their_bytes(loop):
         assert loop._recv_buffers() > 64
 
 
-def test_the_receive_pool_shrinks_back_after_a_burst(loop):
+def test_the_receive_pool_shrinks_back_after_a_burst(burst_loop):
     # After the burst grew it, one connection's round trips (a buffer or
     # two at a time) shrink the pool back to its first 64 buffers, the
     # others freed; a second burst grows it again and every byte still
     # arrives.
+    loop = burst_loop
     if not _native_recv(loop):
         pytest.skip("the receive pool is zloop's on io_uring")
 

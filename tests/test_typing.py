@@ -52,6 +52,8 @@ _USER_SCRIPT = textwrap.dedent(
     running_on: str = loop.backend
     same: str = loop._backend
     assert running_on in zloop.BACKENDS and same == running_on
+    features: tuple[str, ...] = loop._backend_features
+    assert all(isinstance(name, str) for name in features)
     loop.close()
     a: str = zloop.run(main())
     if sys.version_info >= (3, 12):

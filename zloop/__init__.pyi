@@ -50,6 +50,10 @@ class Loop(asyncio.AbstractEventLoop):
     @property
     def _backend(self) -> str:
         """``backend``, under the name documented before it was public."""
+    @property
+    def _backend_features(self) -> tuple[str, ...]:
+        """The optional features the backend uses (io_uring's, by the names
+        ``ZLOOP_URING_OFF`` takes); ``()`` on epoll and kqueue."""
     # The handles are zloop's, which asyncio's AbstractEventLoop does not
     # allow for: the overrides are incompatible in type as they are at run
     # time, and say so.

@@ -9,6 +9,8 @@
 //!                ring (too old, io_uring_disabled, a seccomp filter) the
 //!                reactor quietly falls back to epoll: the loop still
 //!                works, and `activeName` tells which backend runs it.
+//!                `ZLOOP_URING_OFF` turns io_uring's optional ring
+//!                features off (see `io_uring.Feature`).
 //!   "kqueue"     kqueue over the test-only emulation (`-Dportable=true`
 //!                builds, which offer epoll and kqueue and no io_uring:
 //!                nothing of io_uring runs on macOS or the BSDs, and a
@@ -184,6 +186,19 @@ pub const Multi = struct {
         return @tagName(b.chosen);
     }
 
+    /// The optional features in use (`feature_names`), as a bit set: io_uring's; none on epoll.
+    pub fn features(b: *const Multi) u32 {
+        switch (b.chosen) {
+            inline else => |*x| {
+                if (!@hasDecl(@TypeOf(x.*), "features")) return 0;
+                var bits: u32 = 0;
+                var in_use = x.features().iterator();
+                while (in_use.next()) |f| bits |= @as(u32, 1) << @intCast(@backingInt(f));
+                return bits;
+            },
+        }
+    }
+
     /// Whether `api.Arm.recv` is served by native receives (io_uring).
     pub fn nativeRecv(b: *const Multi) bool {
         switch (b.chosen) {
@@ -260,6 +275,19 @@ pub const recv_buffers_max: u16 = if (@hasField(Kind, "io_uring"))
     io_uring.Backend.recv_buffers_max
 else
     0;
+
+/// The names of the optional backend features `features` reports, by bit:
+/// io_uring's (see `io_uring.Feature`), in builds that have it.
+pub const feature_names: []const []const u8 = if (@hasField(Kind, "io_uring"))
+    std.meta.fieldNames(io_uring.Feature)
+else
+    &.{};
+
+/// The optional features `b` uses, a bit per `feature_names` entry.
+pub fn features(b: *const Backend) u32 {
+    if (is_linux) return b.features();
+    return 0;
+}
 
 /// Whether `b` serves `api.Arm.recv` with native receives.
 pub fn nativeRecv(b: *const Backend) bool {

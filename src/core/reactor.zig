@@ -249,6 +249,12 @@ pub const Reactor = struct {
         return backend.activeName(&r.backend);
     }
 
+    /// The optional backend features in use, a bit per
+    /// `backend.feature_names` entry (io_uring's; none on epoll).
+    pub fn backendFeatures(r: *const Reactor) u32 {
+        return backend.features(&r.backend);
+    }
+
     /// Whether watchers asking for `recv` get native receives (io_uring
     /// with a provided-buffer ring); once buffers are provided.
     pub fn nativeRecv(r: *const Reactor) bool {

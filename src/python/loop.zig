@@ -1278,6 +1278,28 @@ fn getBackend(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return c.PyUnicode_FromStringAndSize(name.ptr, @intCast(name.len));
 }
 
+/// `_backend_features`: the optional features the backend uses (on
+/// io_uring, the `ZLOOP_URING_OFF` names: "single_issuer", "recv"...),
+/// a tuple of names; empty on epoll and kqueue.
+fn getBackendFeatures(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
+    const bits = loop.reactor.backendFeatures();
+    const names = core.backend.feature_names;
+    const tuple = c.PyTuple_New(@intCast(@popCount(bits))) orelse return null;
+    var k: c.Py_ssize_t = 0;
+    for (names, 0..) |name, i| {
+        if (bits & (@as(u32, 1) << @intCast(i)) == 0) continue;
+        const item = c.PyUnicode_FromStringAndSize(name.ptr, @intCast(name.len)) orelse {
+            py.decref(tuple);
+            return null;
+        };
+        _ = c.PyTuple_SetItem(tuple, k, item);
+        k += 1;
+    }
+    return tuple;
+}
+
 fn getResolution(_: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return c.PyFloat_FromDouble(1e-9);
 }
@@ -1326,6 +1348,7 @@ var getsets = [_]c.PyGetSetDef{
     py.getset("slow_callback_duration", getSlow, setSlow),
     py.getset("_clock_resolution", getResolution, null),
     py.getset("_backend", getBackend, null),
+    py.getset("_backend_features", getBackendFeatures, null),
     py.sentinel_getset,
 };
 
