@@ -191,9 +191,13 @@ pub const Multi = struct {
         switch (b.chosen) {
             inline else => |*x| {
                 if (!@hasDecl(@TypeOf(x.*), "features")) return 0;
+                // Each feature asked in turn: an `EnumSet` iterator counts
+                // trailing zeros, an instruction above x86-64-v2.
+                const in_use = x.features();
                 var bits: u32 = 0;
-                var in_use = x.features().iterator();
-                while (in_use.next()) |f| bits |= @as(u32, 1) << @intCast(@backingInt(f));
+                inline for (comptime std.enums.values(io_uring.Feature), 0..) |f, i| {
+                    if (in_use.contains(f)) bits |= @as(u32, 1) << i;
+                }
                 return bits;
             },
         }

@@ -93,7 +93,8 @@ pub const ChildWatcher = struct {
 /// re-takes the GIL here) and on an interrupted wait (signal check).
 pub const Hooks = struct {
     ctx: *anyopaque,
-    before_wait: *const fn (*anyopaque) void,
+    /// Told how long the wait may block, in ms (-1: until an event).
+    before_wait: *const fn (*anyopaque, timeout_ms: i32) void,
     after_wait: *const fn (*anyopaque) void,
     on_interrupt: *const fn (*anyopaque) RunError!void,
 };
@@ -520,7 +521,7 @@ pub const Reactor = struct {
 
     fn wait(r: *Reactor, timeout_ms: i32) RunError!usize {
         const blocking = timeout_ms != 0;
-        if (blocking) if (r.hooks) |h| h.before_wait(h.ctx);
+        if (blocking) if (r.hooks) |h| h.before_wait(h.ctx, timeout_ms);
         const result = r.backend.poll(timeout_ms, &r.events);
         if (blocking) if (r.hooks) |h| h.after_wait(h.ctx);
         return result catch |err| switch (err) {

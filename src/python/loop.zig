@@ -155,11 +155,11 @@ fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
     }
 }
 
-fn beforeWait(ctx: *anyopaque) void {
+fn beforeWait(ctx: *anyopaque, timeout_ms: i32) void {
     const loop: *Loop = @ptrCast(@alignCast(ctx));
     loop.tstate = c.PyEval_SaveThread();
     // The loop has nothing to do: memory a burst freed goes back now.
-    _ = trim.maybeTrim();
+    _ = trim.maybeTrim(timeout_ms < 0 or timeout_ms >= trim.idle_wait_ms);
 }
 
 fn afterWait(ctx: *anyopaque) void {

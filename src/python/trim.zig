@@ -11,7 +11,9 @@
 //! about to block in its wait, with the GIL released, trims once that
 //! reaches `threshold_bytes`: only after a burst of that size, and never on
 //! the way of a callback (the loop has nothing to run). A server streaming
-//! to slow readers pays one trim per `threshold_bytes` it frees. glibc
+//! to slow readers pays one trim per `threshold_bytes` it frees. A loop
+//! about to wait idle (`idle_wait_ms` or more) also trims the tail of a
+//! burst, once `tail_bytes` were freed since the last trim. glibc
 //! only; elsewhere nothing (macOS's allocator gives large frees back by
 //! itself).
 const std = @import("std");
@@ -22,6 +24,7 @@ const builtin = @import("builtin");
 var released_bytes = std.atomic.Value(usize).init(0);
 
 pub const threshold_bytes: usize = 64 * 1024 * 1024;
+pub const tail_bytes: usize = threshold_bytes / 8;
 
 const has_trim = builtin.os.tag == .linux and builtin.abi.isGnu();
 const malloc_trim = if (has_trim)
@@ -35,15 +38,23 @@ pub inline fn released(n: usize) void {
     _ = released_bytes.fetchAdd(n, .monotonic);
 }
 
+/// A wait at least this long (or with no timeout) is an idle loop's.
+pub const idle_wait_ms = 100;
+
 /// Before a wait that may block (GIL released): trims if a burst freed
-/// `threshold_bytes` since the last trim. True if it trimmed.
-pub fn maybeTrim() bool {
+/// `threshold_bytes` since the last trim, or, before an idle loop's wait
+/// (`idle`), `tail_bytes`. The second is a burst's tail: the frees of a
+/// burst may come over several passes (completions reaped in batches), and
+/// what came after the trim the first part paid for would otherwise stay
+/// in the heap until the next burst. True if it trimmed.
+pub fn maybeTrim(idle: bool) bool {
     if (comptime !has_trim) return false;
-    if (released_bytes.load(.monotonic) < threshold_bytes) return false;
+    const needed = if (idle) tail_bytes else threshold_bytes;
+    if (released_bytes.load(.monotonic) < needed) return false;
     const trim = malloc_trim orelse return false;
     // One loop trims; another that got here at the same time goes on.
     const seen = released_bytes.swap(0, .monotonic);
-    if (seen < threshold_bytes) {
+    if (seen < needed) {
         _ = released_bytes.fetchAdd(seen, .monotonic);
         return false;
     }
