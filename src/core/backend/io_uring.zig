@@ -510,6 +510,7 @@ pub const Backend = struct {
     /// file's header), each with the fd's interest as it is now. What a
     /// failure leaves unarmed stays listed for the next try.
     fn armListed(b: *Backend) sys.Error!void {
+        if (b.to_arm.items.len == 0) return;
         var done: usize = 0;
         defer {
             const rest = b.to_arm.items[done..];
@@ -599,8 +600,7 @@ pub const Backend = struct {
                 // re-armed poll completes at once on the next pass), held
                 // when EPOLL_WAIT took it.
                 n += try b.epollCompleted(cqe.res, out[n .. want - (got - i - 1)]);
-            } else if (try b.complete(cqe)) |ev| {
-                out[n] = ev;
+            } else if (try b.complete(cqe, &out[n])) {
                 n += 1;
             }
         }
@@ -674,18 +674,12 @@ pub const Backend = struct {
         const to_submit = b.ring.flush_sq();
         const block = timeout_ms != 0 and b.ring.cq_ready() == 0;
         if (!block and to_submit == 0 and !b.kernelHasWork()) return false;
-        var ts: linux.kernel_timespec = .{
-            .sec = @divTrunc(timeout_ms, 1000),
-            .nsec = @as(i64, @rem(timeout_ms, 1000)) * std.time.ns_per_ms,
-        };
-        var arg: linux.io_uring_getevents_arg = .{
-            .sigmask = 0,
-            .sigmask_sz = linux.NSIG / 8,
-            .pad = 0,
-            .ts = if (block and timeout_ms > 0) @intFromPtr(&ts) else 0,
-        };
-        const flags = linux.IORING_ENTER_GETEVENTS | linux.IORING_ENTER_EXT_ARG;
-        const rc = b.enterRaw(to_submit, @intFromBool(block), flags, &arg);
+        // A timeout goes in EXT_ARG's argument; a wait without one (until
+        // an event, or none at all) passes nothing.
+        const rc = if (block and timeout_ms > 0)
+            b.enterTimed(to_submit, timeout_ms)
+        else
+            b.enterRaw(to_submit, @intFromBool(block), linux.IORING_ENTER_GETEVENTS, null);
         switch (linux.errno(rc)) {
             .SUCCESS => return block and rc > 0,
             // A thread the single-issuer ring does not let in, which `own`
@@ -719,6 +713,22 @@ pub const Backend = struct {
     fn kernelHasWork(b: *Backend) bool {
         const sq_flags = @atomicLoad(u32, b.ring.sq.flags, .acquire);
         return sq_flags & (linux.IORING_SQ_CQ_OVERFLOW | linux.IORING_SQ_TASKRUN) != 0;
+    }
+
+    /// A wait for one completion, `timeout_ms` (> 0) at most.
+    noinline fn enterTimed(b: *Backend, to_submit: u32, timeout_ms: i32) usize {
+        var ts: linux.kernel_timespec = .{
+            .sec = @divTrunc(timeout_ms, 1000),
+            .nsec = @as(i64, @rem(timeout_ms, 1000)) * std.time.ns_per_ms,
+        };
+        const arg: linux.io_uring_getevents_arg = .{
+            .sigmask = 0,
+            .sigmask_sz = linux.NSIG / 8,
+            .pad = 0,
+            .ts = @intFromPtr(&ts),
+        };
+        const flags = linux.IORING_ENTER_GETEVENTS | linux.IORING_ENTER_EXT_ARG;
+        return b.enterRaw(to_submit, 1, flags, &arg);
     }
 
     /// io_uring_enter on this ring, with `arg` (EXT_ARG) or none.
@@ -867,28 +877,47 @@ pub const Backend = struct {
         return n;
     }
 
-    /// Turns one completion into an event, or null (stale, control, error).
-    fn complete(b: *Backend, cqe: linux.io_uring_cqe) sys.Error!?api.Event {
+    /// Turns one completion into an event, written to `out`; false for
+    /// none (stale, control, error).
+    inline fn complete(b: *Backend, cqe: linux.io_uring_cqe, out: *api.Event) sys.Error!bool {
         const ud: UserData = @bitCast(cqe.user_data);
         switch (ud.kind) {
             .poll => {},
-            .control => return null,
-            .recv => return b.received(ud, cqe),
+            .control => return false,
+            .recv => {
+                // The common case, a receive that brought data and goes
+                // on, inline; anything else in `received`.
+                const slot = b.slotOf(@intCast(ud.fd)) orelse unreachable; // armed through slotFor
+                const more = cqe.flags & linux.IORING_CQE_F_MORE != 0;
+                if (cqe.res > 0 and more and slot.recv_gen == ud.gen) {
+                    std.debug.assert(cqe.flags & linux.IORING_CQE_F_BUFFER != 0);
+                    const id: u16 = @intCast(cqe.flags >> linux.IORING_CQE_BUFFER_SHIFT);
+                    if (b.in_ring.len != 0) b.in_ring[id] = false;
+                    b.recv_proven = true;
+                    out.* = .{ .fd = @intCast(ud.fd), .readable = true, .writable = false, .recv = .{ .res = cqe.res, .buffer = id } };
+                    return true;
+                }
+                const ev = try b.received(ud, cqe) orelse return false;
+                out.* = ev;
+                return true;
+            },
             .epoll => unreachable, // `poll` takes it first
             _ => unreachable,
         }
         const fd: sys.fd_t = @intCast(ud.fd);
-        const slot = b.slotOf(fd) orelse return null;
-        if (slot.gen != ud.gen or !slot.armed) return null;
+        const slot = b.slotOf(fd) orelse return false;
+        if (slot.gen != ud.gen or !slot.armed) return false;
         slot.armed = false;
-        if (cqe.res < 0) switch (@as(linux.E, @fromBackingInt(@intCast(-cqe.res)))) {
+        const revents: u32 = if (cqe.res >= 0) @intCast(cqe.res) else switch (@as(linux.E, @fromBackingInt(@intCast(-cqe.res)))) {
             // Closed after its registration was checked: as epoll forgets a
             // closed fd, report nothing and do not re-arm.
-            .BADF => return null,
+            .BADF => return false,
             // Anything else wakes the callback to discover the error.
-            else => return try b.ready(fd, slot, linux.POLL.ERR),
+            else => linux.POLL.ERR,
         };
-        return try b.ready(fd, slot, @intCast(cqe.res));
+        const ev = try b.ready(fd, slot, revents) orelse return false;
+        out.* = ev;
+        return true;
     }
 
     /// Returns the slot's event for `revents`, if any, and re-arms it
@@ -926,7 +955,7 @@ pub const Backend = struct {
 
     /// Turns a receive's completion into an event, or null (stale,
     /// cancelled); its last completion re-arms or hands reads on.
-    fn received(b: *Backend, ud: UserData, cqe: linux.io_uring_cqe) sys.Error!?api.Event {
+    noinline fn received(b: *Backend, ud: UserData, cqe: linux.io_uring_cqe) sys.Error!?api.Event {
         const fd: sys.fd_t = @intCast(ud.fd);
         const has_buffer = cqe.flags & linux.IORING_CQE_F_BUFFER != 0;
         const id: u16 = @intCast(cqe.flags >> linux.IORING_CQE_BUFFER_SHIFT);
