@@ -160,8 +160,7 @@ pub const Pool = struct {
         std.debug.assert(p.objs[id] == null and p.state[id] == .out);
         p.objs[id] = o;
         p.state[id] = .ring;
-        const payload: [*]u8 = @ptrCast(c.PyBytes_AsString(o));
-        r.provideRecvBuffer(id, payload[0..buffer_bytes]);
+        r.provideRecvBuffer(id, py.bytesPayload(o)[0..buffer_bytes]);
     }
 
     /// Buffers made and not freed: in the ring or handed out (for tests:
