@@ -15,10 +15,10 @@
  *     that submits it (whole, short, or EAGAIN: the rest waits for POLLOUT,
  *     as echo_floor.c waits for EPOLLOUT).  Hence the enter waits for one
  *     completion more than the sends still to be reaped (for the first one
- *     when a send has more queued behind it): with a client making one
- *     request at a time it returns with the last send's completion and the
- *     next request together, one io_uring_enter per request (echo_floor.c:
- *     three syscalls).
+ *     when a send has more queued behind it, or its connection is closing):
+ *     with a client making one request at a time it returns with the last
+ *     send's completion and the next request together, one io_uring_enter
+ *     per request (echo_floor.c: three syscalls).
  *
  * Raw syscalls and <linux/io_uring.h>, no liburing.  The ring asks for
  * SINGLE_ISSUER|DEFER_TASKRUN, falling back to COOP_TASKRUN|TASKRUN_FLAG,
@@ -57,6 +57,7 @@ struct conn {
     int head, tail;         /* the queue; -1 when empty */
     int ops;                /* requests in the ring for this connection */
     char recv_armed, busy;  /* busy: a send or a POLLOUT wait for the head */
+    char polling;           /* that POLLOUT wait */
     char closing, starved;  /* starved: its receive ended for want of buffers */
     struct conn *next_starved;
 };
@@ -77,7 +78,8 @@ static int bufs_out;            /* buffers taken from the ring, not yet given ba
 static unsigned sends_pending;  /* sends whose completion is not yet reaped */
 static struct conn *starved;    /* connections waiting for a buffer */
 /* A completion due in the next enter needs handling before the clients act
- * again (a send with more queued behind it): the enter waits for one. */
+ * again (a send with more queued behind it, or of a connection to close):
+ * the enter waits for the first completion only. */
 static int prompt;
 
 static void die(const char *what) {
@@ -146,6 +148,7 @@ static void wait_writable(struct conn *c) {
     struct io_uring_sqe *sqe = get_sqe(IORING_OP_POLL_ADD, c->fd);
     sqe->poll32_events = POLLOUT;
     sqe->user_data = (uintptr_t)c | OP_POLL;
+    c->polling = 1;
     c->ops++;
 }
 
@@ -158,11 +161,13 @@ static void conn_reap(struct conn *c) {
 }
 
 /* EOF or error: drop what was not sent, as echo_floor.c does.  shutdown()
- * ends the requests still armed (a closed fd would not: they hold it). */
+ * ends a receive or POLLOUT wait still armed (a closed fd would not: they
+ * hold it); a send ends by itself, and the close waits for its completion. */
 static void conn_close(struct conn *c) {
     if (!c->closing) {
         c->closing = 1;
-        if (c->ops > 0) shutdown(c->fd, SHUT_RDWR);
+        if (c->recv_armed || c->polling) shutdown(c->fd, SHUT_RDWR);
+        if (c->ops > 0) prompt = 1;
     }
     conn_reap(c);
 }
@@ -233,6 +238,7 @@ static void on_send(struct conn *c, struct io_uring_cqe *cqe) {
 
 static void on_poll(struct conn *c) {
     c->ops--;
+    c->polling = 0;
     if (c->closing) {
         c->busy = 0;
         conn_reap(c);
