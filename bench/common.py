@@ -226,7 +226,7 @@ def loop_entry(name, info, got, error, figures):
 
     figures: {entry key: (sample key, higher_is_better)}.  `info` is
     probe_loops()'s answer, or None for something that is not a loop (the
-    echo suite's C floor).
+    echo suite's C floors).
     """
     if info is not None and "missing" in info["loops"][name]:
         return {"status": "MISSING"}

@@ -3,8 +3,9 @@
 The two scripts come from the uvloop sdist on PyPI, pinned by version and
 sha256 (UVLOOP_SDIST), fetched with pip into bench/.cache/ and never
 committed.  Each loop is injected into the unmodified server by
-echo_launcher.py (an event-loop policy, then runpy); the minimal C epoll
-server echo_floor.c, compiled here with gcc, gives the kernel-only floor.
+echo_launcher.py (an event-loop policy, then runpy); two minimal C servers
+compiled here with gcc give the kernel-only floors: echo_floor.c (epoll,
+recv, send) and echo_floor_uring.c (io_uring, one io_uring_enter a pass).
 
 The server is pinned to one CPU and the client (3 worker processes) to the
 other: on a 2-core machine the client saturates first, so requests/s alone
@@ -24,6 +25,7 @@ import tarfile
 import time
 
 import common
+import loops
 
 UVLOOP_SDIST = {
     "name": "uvloop",
@@ -58,6 +60,14 @@ TIMED_S = 1.2
 QUICK_TIMED_S = 0.6
 WORKERS = 3  # echoclient.py's default: three connections, one per process
 FLOOR = "C floor"
+FLOOR_URING = "C floor (io_uring)"
+# The floors, in the order of their columns: name -> C source in bench/.
+FLOORS = {FLOOR: "echo_floor.c", FLOOR_URING: "echo_floor_uring.c"}
+
+
+def uring_loops(names):
+    """The loops among names that run on io_uring: their own floor is FLOOR_URING."""
+    return [n for n in names if n in loops.LOOPS and loops.backend(n) == "io_uring"]
 
 
 def size_label(size):
@@ -70,13 +80,14 @@ def check(args):
     """Fail early, saying how to fix it, if the echo run cannot work."""
     if shutil.which("gcc") is None:
         raise common.PreconditionError(
-            "gcc not found (needed for the C floor server): apt-get install -y gcc")
+            "gcc not found (needed for the C floor servers): apt-get install -y gcc")
     if len(common.cpus()) < 2:
         raise common.PreconditionError(
             "echo needs 2 CPUs to pin server and client apart; this process has %s"
             % common.cpus())
     fetch_scripts(args.python)
-    build_floor()
+    for floor in FLOORS:
+        build_floor(floor)
 
 
 def sha256(path):
@@ -129,16 +140,18 @@ def fetch_scripts(python):
     return os.path.join(dest, "examples", "bench")
 
 
-def build_floor():
-    """Compile echo_floor.c into bench/.cache/ when the source is newer."""
-    src = os.path.join(common.BENCH_DIR, "echo_floor.c")
-    exe = os.path.join(common.CACHE_DIR, "echo_floor")
+def build_floor(floor=FLOOR):
+    """Compile a floor's C source (FLOORS) into bench/.cache/ when the source
+    is newer; return the executable."""
+    source = FLOORS[floor]
+    src = os.path.join(common.BENCH_DIR, source)
+    exe = os.path.join(common.CACHE_DIR, source[:-len(".c")])
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
         os.makedirs(common.CACHE_DIR, exist_ok=True)
         proc = subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, src],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise common.PreconditionError("gcc failed on echo_floor.c:\n" + proc.stderr)
+            raise common.PreconditionError("gcc failed on %s:\n%s" % (source, proc.stderr))
     return exe
 
 
@@ -195,9 +208,9 @@ def measure(args, script_dir, server_cmd, size, warm_num, timed_s, check_line=No
 # --- the suite ------------------------------------------------------------------
 
 def run_suite(args, names, info):
-    """All modes × sizes × loops (+ the C floor), interleaved over rounds."""
+    """All modes × sizes × loops (+ the C floors), interleaved over rounds."""
     script_dir = fetch_scripts(args.python)
-    floor_exe = build_floor()
+    floor_exes = {floor: build_floor(floor) for floor in FLOORS}
     server_script = os.path.join(script_dir, "echoserver.py")
     launcher = os.path.join(common.BENCH_DIR, "echo_launcher.py")
     cpus = common.cpus()
@@ -224,7 +237,8 @@ def run_suite(args, names, info):
     errors = {}
     for rnd in range(rounds):
         for size in sizes:
-            jobs = [("floor", FLOOR, [floor_exe, "127.0.0.1", "{port}"], None)]
+            jobs = [("floor", floor, [exe, "127.0.0.1", "{port}"], None)
+                    for floor, exe in floor_exes.items()]
             for mode in modes:
                 for name in present:
                     cmd = [args.python, launcher, name, server_script] + MODES[mode] + [
@@ -247,34 +261,37 @@ def run_suite(args, names, info):
     return build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s)
 
 
-def floor_gaps(samples, mode, size, name):
-    """A loop's CPU per request minus the C floor's in the same round, in µs.
+def floor_gaps(samples, mode, size, name, floor_name=FLOOR):
+    """A loop's CPU per request minus a C floor's in the same round, in µs.
 
-    The floor runs just before the loops of each round, so a pair shares
+    The floors run just before the loops of each round, so a pair shares
     most of the machine's slow drifts (another VM's load, the host's
     frequency) that make single cells wander by 2 µs here.
     """
-    floor = {s["round"]: s["cpu_us_per_req"] for s in samples.get(("floor", size, FLOOR), [])}
+    floor = {s["round"]: s["cpu_us_per_req"]
+             for s in samples.get(("floor", size, floor_name), [])}
     return [s["cpu_us_per_req"] - floor[s["round"]]
             for s in samples.get((mode, size, name), []) if s["round"] in floor]
 
 
-def floor_table(rows, names, samples):
-    """Markdown: each loop's gap to the C floor, paired by round."""
+def floor_table(rows, names, samples, floor_name=FLOOR, key="floor_gap_us",
+                label="C floor"):
+    """Markdown: each loop's gap to a C floor, paired by round (kept in each
+    row's loop entry under `key`)."""
     head = "| mode, size | %s |" % " | ".join(names)
     lines = [head, "|" + "---|" * (len(names) + 1)]
     for row in rows:
         cells = []
         for name in names:
-            gaps = floor_gaps(samples, row["mode"], row["size"], name)
-            row["loops"][name]["floor_gap_us"] = gaps
+            gaps = floor_gaps(samples, row["mode"], row["size"], name, floor_name)
+            row["loops"][name][key] = gaps
             if not gaps:
                 cells.append("n/a")
                 continue
             cells.append("%+.2f (%+.1f to %+.1f)" % (statistics.median(gaps), min(gaps), max(gaps)))
         lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
-    return ("\n### echo: server CPU µs per request above the C floor's in the same round, "
-            "median (range)\n\n" + "\n".join(lines) + "\n")
+    return ("\n### echo: server CPU µs per request above the %s's in the same round, "
+            "median (range)\n\n" % label + "\n".join(lines) + "\n")
 
 
 def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed_s):
@@ -283,15 +300,15 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
         for size in sizes:
             row = {"bench": "%s %s" % (mode, size_label(size)), "mode": mode, "size": size,
                    "loops": {}}
-            for name in names + [FLOOR]:
-                key = ("floor" if name == FLOOR else mode, size, name)
+            for name in names + list(FLOORS):
+                key = ("floor" if name in FLOORS else mode, size, name)
                 row["loops"][name] = common.loop_entry(
-                    name, None if name == FLOOR else info, samples.get(key), errors.get(key),
+                    name, None if name in FLOORS else info, samples.get(key), errors.get(key),
                     {"rps": ("rps", True),
                      "cpu_us_per_req": ("cpu_us_per_req", False),
                      "cpu_us_per_req_ticks": ("cpu_us_per_req_ticks", False)})
             rows.append(row)
-    cols = names + [FLOOR]
+    cols = names + list(FLOORS)
     busy = [g["busy_before"] for v in samples.values() for g in v]
     stat = args.stat or "median"
     md = ("### echo: server CPU µs per request, %s (in brackets: %s's CPU per request "
@@ -299,6 +316,9 @@ def build_report(args, names, info, modes, sizes, samples, errors, rounds, timed
     md += common.ratio_table(rows, cols, "cpu_us_per_req", args.baseline, "mode, size",
                              higher_is_better=False, stat=stat)
     md += floor_table(rows, names, samples)
+    if uring_loops(names):
+        md += floor_table(rows, uring_loops(names), samples, FLOOR_URING,
+                          "uring_floor_gap_us", "io_uring C floor")
     md += "\n### echo: requests/s, %s (ratio to %s)\n\n" % (stat, args.baseline)
     md += common.ratio_table(rows, cols, "rps", args.baseline, "mode, size", stat=stat)
     md += ("\nuvloop %s examples/bench/echoserver.py + echoclient.py (%d workers), unchanged; "

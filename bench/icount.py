@@ -26,10 +26,12 @@ call), taking n and 3n requests: their difference over 2n. glibc is told not to 
 with `rep movsb`, which callgrind counts once per byte (a 10 KiB memcpy would
 read as 10,240 instructions); its vector loop counts as what it executes.
 
-The C floor (echo.py's echo_floor.c: epoll_wait, recv, send and nothing else)
-is counted the same way, once per message size, so each loop's instructions
-above the floor's are its own work per request, repeatable to a few percent
-where the wall-clock gap to the floor (echo.py) spreads by microseconds.
+The C floors (echo.py's echo_floor.c: epoll_wait, recv, send and nothing
+else; echo_floor_uring.c: one io_uring_enter per request) are counted the
+same way, once per message size, so each loop's instructions above the
+floor's are its own work per request, repeatable to a few percent where the
+wall-clock gap to the floor (echo.py) spreads by microseconds.  The loops on
+io_uring get a second gap table, above the io_uring floor.
 """
 
 import glob
@@ -164,10 +166,10 @@ def dump_totals(path):
 
 
 def server_cmd(args, name, script_dir, mode, port):
-    """The echo server's argv: uvloop's echoserver.py on loop `name`, or the
+    """The echo server's argv: uvloop's echoserver.py on loop `name`, or a
     C floor (which echoes the same way in every mode)."""
-    if name == echo.FLOOR:
-        return [echo.build_floor(), "127.0.0.1", str(port)]
+    if name in echo.FLOORS:
+        return [echo.build_floor(name), "127.0.0.1", str(port)]
     return [args.python] + echo_server_args(name, script_dir, mode, port)
 
 
@@ -182,7 +184,9 @@ def count_echo(args, name, script_dir, mode, size, n):
     def exchange(sock, k):
         round_trips(sock, msg, k, pause_s)
 
-    return count_server("echo-" + name.replace(" ", "-"),
+    # A file name: "C floor (io_uring)" -> "echo-C-floor-io_uring".
+    label = "echo-" + re.sub(r"[^\w.]+", "-", name).strip("-")
+    return count_server(label,
                         lambda port: (server_cmd(args, name, script_dir, mode, port), None),
                         connect, exchange, ECHO_WARMUP, n)
 
@@ -307,17 +311,18 @@ def run_echo(args, present, names, info, rounds):
     n = 500 if args.quick else 2000
     samples, errors = {}, {}
     cells = echo_cells(args)
-    floor = echo.FLOOR
+    floors = list(echo.FLOORS)
     for rnd in range(rounds):
         for size in sorted({size for _, size in cells}):
-            print("icount echo round %d/%d: %s %s" % (rnd + 1, rounds, floor,
-                  echo.size_label(size)), file=sys.stderr)
-            try:
-                res = count_echo(args, floor, script_dir, "proto", size, n)
-                samples.setdefault(("floor", size, floor), []).append(res)
-            except Exception as exc:
-                errors[("floor", size, floor)] = str(exc)
-                print("  FAILED: %s" % exc, file=sys.stderr)
+            for floor in floors:
+                print("icount echo round %d/%d: %s %s" % (rnd + 1, rounds, floor,
+                      echo.size_label(size)), file=sys.stderr)
+                try:
+                    res = count_echo(args, floor, script_dir, "proto", size, n)
+                    samples.setdefault(("floor", size, floor), []).append(res)
+                except Exception as exc:
+                    errors[("floor", size, floor)] = str(exc)
+                    print("  FAILED: %s" % exc, file=sys.stderr)
         for mode, size in cells:
             for name in present:
                 print("icount echo round %d/%d: %s %s %s" % (rnd + 1, rounds, name, mode,
@@ -331,19 +336,22 @@ def run_echo(args, present, names, info, rounds):
     rows = []
     for mode, size in cells:
         row = {"bench": "%s %s" % (mode, echo.size_label(size)), "loops": {}}
-        for name in names + [floor]:
-            key = ("floor" if name == floor else mode, size, name)
+        for name in names + floors:
+            key = ("floor" if name in floors else mode, size, name)
             row["loops"][name] = common.loop_entry(
-                name, None if name == floor else info, samples.get(key), errors.get(key),
+                name, None if name in floors else info, samples.get(key), errors.get(key),
                 {"instructions_per_request": ("instructions", False),
                  "syscalls_per_request": ("syscalls", False)})
         rows.append(row)
-    cols = names + [floor]
+    cols = names + floors
     md = ("\n### icount echo: server instructions per request under callgrind (in brackets: "
           "%s's ÷ this one's, >1 is cheaper)\n\n" % args.baseline)
     md += common.ratio_table(rows, cols, "instructions_per_request", args.baseline,
                              "mode, size", higher_is_better=False, stat="median")
-    md += floor_gap_table(rows, names, floor)
+    md += floor_gap_table(rows, names, echo.FLOOR)
+    if echo.uring_loops(names):
+        md += floor_gap_table(rows, echo.uring_loops(names), echo.FLOOR_URING,
+                              "above_uring_floor", "io_uring C floor")
     md += ("\n### icount echo: server syscalls per request\n\n")
     md += common.ratio_table(rows, cols, "syscalls_per_request", args.baseline,
                              "mode, size", higher_is_better=False, stat="median")
@@ -355,9 +363,9 @@ def run_echo(args, present, names, info, rounds):
     return rows, md
 
 
-def floor_gap_table(rows, names, floor):
-    """Markdown: each loop's instructions per request above the C floor's
-    (medians; also kept in each row as `above_floor`)."""
+def floor_gap_table(rows, names, floor, key="above_floor", label="C floor"):
+    """Markdown: each loop's instructions per request above a C floor's
+    (medians; also kept in each row's loop entry under `key`)."""
     lines = ["| mode, size | %s |" % " | ".join(names), "|" + "---|" * (len(names) + 1)]
     for row in rows:
         base = row["loops"][floor]
@@ -369,11 +377,11 @@ def floor_gap_table(rows, names, floor):
                 continue
             gap = (entry["instructions_per_request"]["median"]
                    - base["instructions_per_request"]["median"])
-            entry["above_floor"] = gap
+            entry[key] = gap
             cells.append(common.fmt(gap))
         lines.append("| %s | %s |" % (row["bench"], " | ".join(cells)))
-    return ("\n### icount echo: server instructions per request above the C floor's "
-            "(its own work)\n\n" + "\n".join(lines) + "\n")
+    return ("\n### icount echo: server instructions per request above the %s's "
+            "(its own work)\n\n" % label + "\n".join(lines) + "\n")
 
 
 # The HTTP part: uvicorn (httptools) serving http_app.py as in httpbench.py,
