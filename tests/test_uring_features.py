@@ -225,6 +225,16 @@ _REFUSED_CHILD = textwrap.dedent(
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buf, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP")
 
+    import logging
+    said = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+
+    logging.getLogger("asyncio").addHandler(Said())
+    logging.getLogger("asyncio").setLevel(logging.DEBUG)
+
     import zloop
 
     async def main():
@@ -242,11 +252,13 @@ _REFUSED_CHILD = textwrap.dedent(
     loop = zloop.new_event_loop()
     try:
         result = loop.run_until_complete(main())
+        zloop.new_event_loop().close()  # a second loop: said once a process
         print(json.dumps({
             "asked": zloop.BACKEND,
             "backend": loop.backend,
             "features": list(loop._backend_features),
             "result": result,
+            "said": [m for m in said if "io_uring" in m],
         }))
     finally:
         loop.close()
@@ -281,4 +293,9 @@ def test_io_uring_refused_by_seccomp_falls_back_to_epoll(zloop_module, refusal, 
         "backend": "epoll",  # what the loop runs on, whatever was asked
         "features": [],
         "result": ["timer", "ping"],
+        # The debug line, once, where io_uring was asked for.
+        "said": [
+            "zloop: ZLOOP_BACKEND asks for io_uring, which this kernel refuses (too old, "
+            "a seccomp profile, or the io_uring_disabled sysctl): loops run on epoll"
+        ] if asked else [],
     }

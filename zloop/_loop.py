@@ -30,6 +30,23 @@ _install(_handles.handle_repr, futures, tasks)
 
 logger = logging.getLogger("asyncio")
 
+# A loop that asked for io_uring and runs epoll says so once a process.
+_fallback_said = False
+
+
+def _say_backend(loop):
+    global _fallback_said
+    if _fallback_said or loop._backend == "io_uring":
+        return
+    if os.environ.get("ZLOOP_BACKEND") != "io_uring":
+        return
+    _fallback_said = True
+    logger.debug(
+        "zloop: ZLOOP_BACKEND asks for io_uring, which this kernel refuses (too old, "
+        "a seccomp profile, or the io_uring_disabled sysctl): loops run on %s", loop._backend
+    )
+
+
 # Depth of coroutine origin tracking in debug mode, as asyncio's constant.
 _DEBUG_STACK_DEPTH = 10
 # asyncio's own check for coroutine functions: 3.14 deprecates the public
@@ -135,6 +152,8 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         self._writer_fileobjs = {}
         self._tls_read_buffer = None  # made by the first TLS transport: _tls._read_buffer
         self.set_debug(coroutines._is_debug_mode())
+        if not _fallback_said:
+            _say_backend(self)
 
     def __repr__(self):
         return (
