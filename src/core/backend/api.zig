@@ -45,6 +45,8 @@ pub const Arm = struct {
     /// Serve read interest with native receives where the backend has them
     /// (io_uring, once the caller has provided buffers: `Event.recv`);
     /// ignored by a readiness backend, which reports readability as usual.
+    /// Asked only for a stream socket the caller holds, which io_uring
+    /// therefore does not check when it is registered.
     recv: bool = false,
     /// Dropping all interest because the fd is leaving (about to be
     /// closed, its number reused): whatever is in flight for it is dropped

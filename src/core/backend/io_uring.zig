@@ -474,8 +474,10 @@ pub const Backend = struct {
         }
         // A re-arm after a one-shot completion was checked when first
         // registered; a closed fd then completes with EBADF, as epoll's
-        // CTL_MOD of a closed fd fails.
-        if (old.none() and !how.registered) try pollable(fd);
+        // CTL_MOD of a closed fd fails. An fd asked to be received from
+        // natively is a stream socket the loop holds (a transport's): not
+        // checked (a statx a connection, and on each resume_reading).
+        if (old.none() and !how.registered and !how.recv) try pollable(fd);
         const slot = try b.slotFor(fd);
         slot.interest = new;
         slot.oneshot = how.oneshot;
