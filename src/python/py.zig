@@ -44,13 +44,7 @@ pub fn setBytesSize(b: *Obj, len: usize) void {
     const bo: *c.PyBytesObject = @ptrCast(@alignCast(b));
     bo.ob_base.ob_size = @intCast(len);
     bo.ob_shash = -1;
-    bytesPayload(b)[len] = 0;
-}
-
-/// A `bytes` object's payload, as `PyBytes_AS_STRING` (no call, no check).
-pub inline fn bytesPayload(b: *Obj) [*]u8 {
-    const bo: *c.PyBytesObject = @ptrCast(@alignCast(b));
-    return @ptrCast(&bo.ob_sval);
+    c.PyBytes_AS_STRING(b)[len] = 0;
 }
 
 pub inline fn none() *Obj {

@@ -160,7 +160,7 @@ pub const Pool = struct {
         std.debug.assert(p.objs[id] == null and p.state[id] == .out);
         p.objs[id] = o;
         p.state[id] = .ring;
-        r.provideRecvBuffer(id, py.bytesPayload(o)[0..buffer_bytes]);
+        r.provideRecvBuffer(id, c.PyBytes_AS_STRING(o)[0..buffer_bytes]);
     }
 
     /// Buffers made and not freed: in the ring or handed out (for tests:
