@@ -47,6 +47,13 @@ pub fn setBytesSize(b: *Obj, len: usize) void {
     c.PyBytes_AS_STRING(b)[len] = 0;
 }
 
+/// A call's result, consumed: true if there was one, false if the call
+/// raised (the Python error stays set).
+pub fn consumed(r: ?*Obj) bool {
+    decref(r orelse return false);
+    return true;
+}
+
 pub inline fn none() *Obj {
     return &c._Py_NoneStruct;
 }

@@ -310,9 +310,7 @@ pub fn initNames() void {
 }
 
 fn callDone(o: *Obj, name: *Obj) bool {
-    const r = py.callMethod(o, name, .{}) orelse return false;
-    py.decref(r);
-    return true;
+    return py.consumed(py.callMethod(o, name, .{}));
 }
 
 /// What `received` did with the bytes.

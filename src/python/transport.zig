@@ -254,7 +254,7 @@ pub fn callSelf(t: *Transport, name: *Obj) bool {
     return succeeded(py.callMethod(py.obj(t), name, .{}));
 }
 
-pub const succeeded = transport_object.consumed;
+pub const succeeded = py.consumed;
 pub const scheduleConnectionLost = object.scheduleConnectionLost;
 
 /// `scheduleConnectionLost` outside debug mode: asyncio's

@@ -300,13 +300,13 @@ pub fn Object(comptime M: type) type {
             }
             const m = c.PyObject_GetAttr(py.obj(t), names.call_connection_lost) orelse return false;
             defer py.decref(m);
-            const ctx = own orelse return consumed(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
+            const ctx = own orelse return py.consumed(py.callMethod(t.loop.?, names.call_soon, .{ m, exc }));
             // Slot 0 is scratch for PY_VECTORCALL_ARGUMENTS_OFFSET, as in
             // py.callMethod.
             var argv = [_]?*Obj{ null, t.loop.?, m, exc, ctx };
             const nargs = 3 | c.PY_VECTORCALL_ARGUMENTS_OFFSET;
             const kw = state.get().kw_context;
-            return consumed(c.PyObject_VectorcallMethod(names.call_soon, @ptrCast(&argv[1]), nargs, kw));
+            return py.consumed(c.PyObject_VectorcallMethod(names.call_soon, @ptrCast(&argv[1]), nargs, kw));
         }
 
         fn fixedContext(t: *Transport) ?*Obj {
@@ -501,11 +501,4 @@ pub fn Object(comptime M: type) type {
 fn refuse(exc_type: [*c]Obj, msg: [*:0]const u8) ?Target {
     c.PyErr_SetString(exc_type, msg);
     return null;
-}
-
-/// A call's result, consumed: true if there was one, false if the call
-/// raised (the Python error stays set).
-pub fn consumed(r: ?*Obj) bool {
-    py.decref(r orelse return false);
-    return true;
 }
