@@ -10,6 +10,7 @@ import asyncio
 import gc
 import os
 import socket
+import struct
 import sys
 
 import pytest
@@ -666,3 +667,50 @@ def test_writelines_on_a_closed_transport_is_dropped_as_write_is(loop, loop_name
         return data
 
     assert loop.run_until_complete(main()) == b"before"
+
+
+async def _served_and_reset(loop):
+    """A served connection whose peer reset it while the transport did not
+    read: (server, transport, protocol). The next send fails."""
+    server_side = loop.create_future()
+
+    def factory():
+        proto = RecordingProtocol(loop)
+        server_side.set_result(proto)
+        return proto
+
+    server = await loop.create_server(factory, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    peer = socket.create_connection(("127.0.0.1", port))
+    proto = await wait_for(server_side)
+    await wait_for(proto.made)
+    proto.transport.pause_reading()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()
+    await asyncio.sleep(0.05)
+    return server, proto.transport, proto
+
+
+@pytest.mark.parametrize("then", ["close", "write_eof", "abort", "nothing"])
+def test_a_write_to_a_reset_peer_ends_the_connection_once(loop, then):
+    # write() fails on asyncio (zloop: the held write's send, made by the
+    # method that follows or when the callback returns): connection_lost
+    # comes once, with the send's error, whatever is called next.
+    async def main():
+        server, tr, proto = await _served_and_reset(loop)
+
+        def write_then():
+            tr.write(b"to nobody")
+            if then != "nothing":
+                getattr(tr, then)()
+
+        loop.call_soon(write_then)
+        exc = await wait_for(proto.lost)
+        await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+        return exc, proto.events.count("lost")
+
+    exc, lost = loop.run_until_complete(main())
+    assert lost == 1
+    assert isinstance(exc, ConnectionError), exc

@@ -761,6 +761,8 @@ pub fn writeEof(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const in = innerOrRaise(self) orelse return null;
     if (in.closing or in.eof) return py.newref(py.none());
     if (!uncork(py.cast(Transport, self.?))) return null;
+    // As in close(): a failed send of the held writes ended it.
+    if (in.closing) return py.newref(py.none());
     in.eof = true;
     if (in.pending() > 0) return py.newref(py.none());
     // A user's socket closed under the transport: asyncio's
@@ -776,6 +778,9 @@ pub fn closeTransport(t: *Transport) bool {
     const in = t.inner orelse return true;
     if (in.closing) return true;
     if (!uncork(t)) return false;
+    // The held writes' send failed: that ended the connection already
+    // (asyncio's write() failed before close() was called).
+    if (in.closing) return true;
     in.closing = true;
     updateInterest(t);
     if (in.pending() > 0) return true;
