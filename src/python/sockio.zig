@@ -125,3 +125,4 @@ pub fn errnoException(errno: u16) ?*Obj {
 
 /// The errno of a call on a socket that is closed (`borrowed.fdFor`'s -1).
 pub const ebadf: u16 = @backingInt(E.BADF);
+pub const epipe: u16 = @backingInt(E.PIPE);

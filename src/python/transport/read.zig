@@ -334,6 +334,17 @@ fn deliverPlain(t: *Transport, item: Rx) core.RunError!void {
     if (!flushed) try pendingToRun(t);
 }
 
+/// The error a receive brought that waits, undelivered, for the protocol
+/// to read again (a paused reader's: see `deliverRx`), if any. The kernel
+/// reported the socket's error to that receive; a readiness loop would
+/// still find it pending on the socket, for its next send.
+pub fn waitingError(in: *const Inner) ?u16 {
+    for (in.rx.items[in.rx_head..]) |item| {
+        if (item.res < 0) return @intCast(-item.res);
+    }
+    return null;
+}
+
 /// Lets go of a receive's `data` (consumed): back to the pool under its
 /// buffer id while it has one and the loop still has its reactor.
 fn returnRx(l: *loop_mod.Loop, id: ?u16, data: *Obj) void {

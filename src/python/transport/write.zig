@@ -16,6 +16,7 @@ const trim = @import("../trim.zig");
 const sockio = @import("../sockio.zig");
 const transport_object = @import("../transport_object.zig");
 const transport = @import("../transport.zig");
+const read = @import("read.zig");
 const Transport = transport.Transport;
 const Inner = transport.Inner;
 const object = transport.object;
@@ -243,7 +244,7 @@ pub fn writeReady(t: *Transport) core.RunError!void {
         .failed => |errno| {
             in.wq.releaseAll();
             updateInterest(t);
-            return fatalErrno(t, errno, names.msg_write);
+            return fatalErrno(t, sendErrno(t, errno), names.msg_write);
         },
     };
     in.wq.consume(rc);
@@ -477,9 +478,17 @@ fn viewBytes(view: *const c.Py_buffer) []const u8 {
 /// A send from write()/writelines() failed: a fatal write error (reported
 /// through `_fatal_error`), not an exception out of the call, as asyncio.
 fn writeFailed(t: *Transport, errno: u16) ?*Obj {
-    fatalErrno(t, errno, names.msg_write) catch return null;
+    fatalErrno(t, sendErrno(t, errno), names.msg_write) catch return null;
     if (c.PyErr_Occurred() != null) return null;
     return py.newref(py.none());
+}
+
+/// The error a failed send reports: EPIPE after a paused reader's native
+/// receive took the socket's error (a reset) is that error, as the send of
+/// a loop that polls finds it still pending on the socket.
+fn sendErrno(t: *Transport, errno: u16) u16 {
+    if (errno != sockio.epipe) return errno;
+    return read.waitingError(t.inner.?) orelse errno;
 }
 
 /// Something was queued: watch for writability, maybe pause the protocol.
