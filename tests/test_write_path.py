@@ -718,12 +718,12 @@ def test_a_write_to_a_reset_peer_ends_the_connection_once(loop, then):
     assert isinstance(exc, ConnectionResetError), exc
 
 
-# Writes held across callbacks: a loop that stops with writes held, a
-# send that finds the socket full, and many connections written in one
-# pass must each end as a send() inside write() ends on asyncio.
+# Held writes: a loop that stops right after writing, a held send that
+# finds the socket full, and many connections written in one pass must
+# each end as a send() inside write() ends on asyncio.
 
 
-def test_writes_held_by_a_pass_reach_a_blocking_peer_once_the_loop_stops(loop):
+def test_held_writes_reach_a_blocking_peer_once_the_loop_stops(loop):
     # run_until_complete() returns with the callback's writes on the wire:
     # the caller's blocking recv() must not wait on a loop that is stopped.
     async def main():
@@ -771,8 +771,8 @@ def test_small_writes_from_many_callbacks_to_a_slow_reader(loop):
 
 
 def test_writes_on_many_connections_in_one_pass(loop):
-    # More connections than one wait sends in its ring: each gets its own
-    # bytes, whether they went in the ring or through send().
+    # Each connection's held write, from callbacks of the same pass, gets
+    # its own bytes to its own peer.
     count = 150
 
     async def main():
