@@ -2,6 +2,7 @@
 
 import asyncio
 import gc
+import os
 import sys
 import warnings
 
@@ -139,3 +140,35 @@ class ExportsOnce:
         if self.exports > 1:
             raise BufferError("gone")
         return memoryview(self.data)
+
+
+def loop_modes():
+    """Every kind of loop a case that depends on the backend compares, as
+    ZLOOP_TEST_LOOPS selects: "asyncio", and zloop on each backend of the
+    build ("zloop-epoll", "zloop-io_uring", "zloop-io_uring-shared": the
+    ring any thread may enter, "zloop-kqueue")."""
+    names = [n.strip() for n in os.environ.get("ZLOOP_TEST_LOOPS", "asyncio,zloop").split(",")]
+    modes = ["asyncio"] if "asyncio" in names else []
+    if "zloop" in names:
+        for backend in build_backends():
+            modes.append(f"zloop-{backend}")
+            if backend == "io_uring":
+                modes.append("zloop-io_uring-shared")
+    return modes
+
+
+def mode_factory(mode, monkeypatch):
+    """A factory of loops of ``mode`` (see ``loop_modes``); zloop's read
+    the backend from the environment, which ``monkeypatch`` sets for the
+    test (and any process it forks)."""
+    if mode == "asyncio":
+        return asyncio.SelectorEventLoop
+    import zloop
+
+    _, backend, *shared = mode.split("-", 2)
+    monkeypatch.setenv("ZLOOP_BACKEND", backend)
+    if shared:
+        monkeypatch.setenv("ZLOOP_URING_OFF", "single_issuer")
+    else:
+        monkeypatch.delenv("ZLOOP_URING_OFF", raising=False)
+    return zloop.new_event_loop

@@ -233,17 +233,26 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
 
     def close(self):
         """Close the loop: drop pending callbacks, shut the executor down."""
+        self._close()
+
+    # The module's globals are gone (None) once the interpreter tears its
+    # modules down, and a loop nobody closed may be freed after that (a
+    # policy's, a module global's): what closing needs is bound here.
+    def _close(self, _finalizing=sys.is_finalizing, _warn=warnings.warn, _logger=logger):
         if self.is_running():
             raise RuntimeError("Cannot close a running event loop")
         if self.is_closed():
             return
         if self.get_debug():
-            logger.debug("Close %r", self)
-        if not sys.is_finalizing():
+            _logger.debug("Close %r", self)
+        # In a fork child the epoll instance or ring, and the subprocesses,
+        # are the parent's too: this close leaves them as they are.
+        forked = self._abandon_if_forked()
+        if not _finalizing():
             for sig in list(self._signal_handlers):
                 self.remove_signal_handler(sig)
         elif self._signal_handlers:
-            warnings.warn(
+            _warn(
                 f"Closing the loop {self!r} on interpreter shutdown stage, "
                 "skipping signal handlers removal",
                 ResourceWarning,
@@ -251,7 +260,7 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
             )
             self._signal_handlers.clear()
         self._close_signal_pipe()
-        self._close_children()
+        self._close_children(forked)
         self._close_native()
         self._reader_fileobjs.clear()
         self._writer_fileobjs.clear()

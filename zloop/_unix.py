@@ -687,9 +687,11 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 pass
             # The exit watch (or the thread) still reaps it.
 
-    def _loop_closing(self):
+    def _loop_closing(self, forked=False):
         """The loop closes with this child alive: close the pipes' fds, kill
-        and reap the child now (no zombie, no fd outlives the loop)."""
+        and reap the child now (no zombie, no fd outlives the loop). In a
+        fork child of the loop's process (``forked``) the child process is
+        the parent's: only this process's copies of its pipes close."""
         self._closed = True
         loop = self._loop
         for proto in self._pipes.values():
@@ -704,6 +706,8 @@ class _SubprocessTransport(asyncio.SubprocessTransport):
                 stream.close()
         self._unwatch_exit()
         proc = self._proc
+        if forked:
+            return
         if proc is not None and proc.poll() is None:
             try:
                 proc.kill()
@@ -730,12 +734,14 @@ class UnixMixin:
             children = self._zloop_children = weakref.WeakSet()
             return children
 
-    def _close_children(self):
-        """Called by close(): kill and reap children still running."""
+    def _close_children(self, forked=False):
+        """Called by close(): kill and reap children still running; in a
+        fork child (``forked``), whose children they are not, only let go
+        of them."""
         children = getattr(self, "_zloop_children", None)
         if children:
             for transport in list(children):
-                transport._loop_closing()
+                transport._loop_closing(forked)
             children.clear()
 
     async def connect_read_pipe(self, protocol_factory, pipe):

@@ -154,6 +154,12 @@ pub const Multi = struct {
         }
     }
 
+    pub fn abandon(b: *Multi) void {
+        switch (b.chosen) {
+            inline else => |*x| x.abandon(),
+        }
+    }
+
     /// Every backend offered disarms a one-shot registration after its
     /// event.
     pub const has_oneshot = all: {

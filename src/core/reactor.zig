@@ -197,6 +197,12 @@ pub const Reactor = struct {
     /// held back by `posted` see it.
     ran: std.atomic.Value(u64) = .init(0),
     posted: Posted = .{},
+    /// The process that made the backend: only it may change what the
+    /// kernel holds for it (see `abandon`).
+    owner_pid: i32,
+    /// Set by `abandon`: this process did not make the backend, and no
+    /// call from here on changes what the kernel holds for it.
+    abandoned: bool = false,
 
     /// A reactor on the backend `ZLOOP_BACKEND` names (see backend.zig).
     pub fn init(gpa: std.mem.Allocator) InitError!Reactor {
@@ -211,14 +217,36 @@ pub const Reactor = struct {
     fn withBackend(gpa: std.mem.Allocator, started: backend.Backend) Error!Reactor {
         var b = started;
         errdefer b.deinit();
+        const pid = sys.getpid();
         if (backend.wakesItself(&b)) {
             const waker: sys.Waker = .{ .read_fd = api.wake_fd, .write_fd = -1 };
-            return .{ .gpa = gpa, .backend = b, .waker = waker };
+            return .{ .gpa = gpa, .backend = b, .waker = waker, .owner_pid = pid };
         }
         var waker = try sys.Waker.init();
         errdefer waker.deinit();
         try b.setInterest(waker.read_fd, .{}, .{ .read = true }, .{});
-        return .{ .gpa = gpa, .backend = b, .waker = waker };
+        return .{ .gpa = gpa, .backend = b, .waker = waker, .owner_pid = pid };
+    }
+
+    /// Whether this process is not the one that made the reactor: a fork
+    /// child, which shares the parent's epoll instance or ring (a kqueue
+    /// it does not inherit at all). One getpid(2) per call.
+    pub fn inherited(r: *const Reactor) bool {
+        return sys.getpid() != r.owner_pid;
+    }
+
+    /// From here on, nothing this reactor does changes a kernel object it
+    /// shares with the process that made it (`inherited`): no epoll_ctl,
+    /// no ring entry, submission, registration or buffer, no kevent.
+    /// Watchers still detach and child watches end (their table entries
+    /// and pidfds are this process's own), and `deinit` closes only what
+    /// this process holds. For the loop's close() in a fork child, as
+    /// stock asyncio's close() there only closes its selector's fd.
+    pub fn abandon(r: *Reactor) void {
+        r.abandoned = true;
+        // What the parent's last wait reported is the parent's to handle.
+        r.event_next = 0;
+        r.event_end = 0;
     }
 
     /// Frees the reactor's own memory. The adapter must have drained the
@@ -232,7 +260,7 @@ pub const Reactor = struct {
         r.timers.deinit(r.gpa);
         r.watchers.deinit(r.gpa);
         if (!r.wakesItself()) r.waker.deinit();
-        r.backend.deinit();
+        if (r.abandoned) r.backend.abandon() else r.backend.deinit();
     }
 
     /// The backend wakes itself (kqueue's EVFILT_USER): no waker fds.
@@ -267,12 +295,12 @@ pub const Reactor = struct {
     /// memory must stay valid until the id comes back in an event, or
     /// until `deinit` returns.
     pub fn provideRecvBuffer(r: *Reactor, id: u16, buf: []u8) void {
-        if (backend.is_linux) r.backend.provideRecvBuffer(id, buf);
+        if (backend.is_linux and !r.abandoned) r.backend.provideRecvBuffer(id, buf);
     }
 
     /// Gives back, unread, the buffer a `recv` event carried.
     pub fn recycleRecvBuffer(r: *Reactor, id: u16) void {
-        if (backend.is_linux) r.backend.recycleRecvBuffer(id);
+        if (backend.is_linux and !r.abandoned) r.backend.recycleRecvBuffer(id);
     }
 
     pub fn now_s(r: *const Reactor) f64 {
@@ -438,7 +466,7 @@ pub const Reactor = struct {
         std.debug.assert(r.watcherFor(w.fd) == w);
         r.dropEventsFor(w.fd);
         const how: backend.api.Arm = .{ .registered = w.registered, .forget = true, .borrowed = w.borrowed };
-        r.backend.setInterest(w.fd, w.interest, .{}, how) catch {};
+        if (!r.abandoned) r.backend.setInterest(w.fd, w.interest, .{}, how) catch {};
         if (!w.interest.none()) w.registered = false;
         w.interest = .{};
         w.recv_applied = false;
@@ -494,7 +522,9 @@ pub const Reactor = struct {
         const same = @as(u2, @bitCast(w.interest)) == @as(u2, @bitCast(interest));
         if (same and (interest.none() or (w.oneshot == oneshot and w.recv_applied == w.recv))) return;
         const how: backend.api.Arm = .{ .oneshot = oneshot, .registered = w.registered, .recv = w.recv, .borrowed = w.borrowed };
-        try r.backend.setInterest(w.fd, w.interest, interest, how);
+        // Abandoned (a fork child closing the loop): what the kernel holds
+        // is the parent's; only the watcher's own record changes.
+        if (!r.abandoned) try r.backend.setInterest(w.fd, w.interest, interest, how);
         if (!interest.none()) {
             w.registered = true;
             w.oneshot = oneshot;
@@ -692,7 +722,7 @@ pub const Reactor = struct {
         _ = r.children.swapRemove(i);
         w.active = false;
         if (backend.watchesChildren(&r.backend)) {
-            r.backend.unwatchChild(&w.exit);
+            if (!r.abandoned) r.backend.unwatchChild(&w.exit);
         } else {
             r.detach(&w.io);
             sys.close(w.io.fd);
@@ -1067,6 +1097,45 @@ fn caseAnFdWatcherSeesReadiness(r: *Reactor) !void {
     try std.testing.expectEqual(@as(u32, 1), w.hits);
     r.detach(&w.w);
     try std.testing.expect(r.watcherFor(fd) == null);
+}
+
+test "a fork child that abandons the reactor changes nothing the parent's holds: readiness pending at the fork reaches the parent" {
+    try eachBackend(caseForkChildAbandons);
+}
+
+fn caseForkChildAbandons(r: *Reactor) !void {
+    const p = try testPipe();
+    defer closePipe(p);
+    const W = struct {
+        w: IoWatcher,
+        hits: u32 = 0,
+        fn onReady(w: *IoWatcher, ev: Event) RunError!void {
+            const self: *@This() = @fieldParentPtr("w", w);
+            if (ev.readable) self.hits += 1;
+        }
+    };
+    var w: W = .{ .w = .{ .fd = p[0], .on_ready = W.onReady } };
+    try r.attach(&w.w);
+    try r.setInterest(&w.w, .{ .read = true });
+    // Armed in the kernel and reported once; the byte stays unread.
+    try makeReadable(p);
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 1), w.hits);
+    try std.testing.expect(!r.inherited());
+    const pid = try testing.fork();
+    if (pid == 0) {
+        // The child: what a loop's close() does there.
+        if (!r.inherited()) testing.exitNow(2);
+        r.abandon();
+        r.detach(&w.w);
+        r.deinit();
+        testing.exitNow(0);
+    }
+    try std.testing.expectEqual(@as(u32, 0), try testing.reap(pid));
+    // Level-triggered: still readable, still registered, still reported.
+    try r.runOnce();
+    try std.testing.expectEqual(@as(u32, 2), w.hits);
+    r.detach(&w.w);
 }
 
 test "a handler that aborts the pass leaves the rest of its events for the next pass, none lost" {

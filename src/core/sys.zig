@@ -54,6 +54,7 @@ pub threadlocal var last_errno: u16 = 0;
 pub const monotonic_s = impl.monotonic_s;
 pub const processCpu_s = impl.processCpu_s;
 pub const close = impl.close;
+pub const getpid = impl.getpid;
 pub const read = impl.read;
 pub const write = impl.write;
 pub const checkOpen = impl.checkOpen;
@@ -96,6 +97,7 @@ const interface = [_][]const u8{
     "sendv",        "iov_max",       "shutdownWrite", "bytesReadable", "sendfile",
     "PathStat",     "statPath",      "unlink",        "noSigpipe",     "futexWait",
     "futexWakeAll", "sock_nonblock", "sockName",      "setTcpNodelay", "processCpu_s",
+    "getpid",
 };
 
 comptime {

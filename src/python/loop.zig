@@ -968,6 +968,9 @@ fn addCallback(self: ?*Obj, arg: ?*Obj) callconv(.c) ?*Obj {
 /// usable (GC clear) or, with `close_reactor`, frees it (close()).
 fn drain(loop: *Loop, close_reactor: bool) void {
     if (!loop.has_reactor) return;
+    // In a fork child, what the kernel holds is the parent's (see
+    // `abandonIfForked`): this close changes none of it.
+    abandonIfForked(loop);
     loop.reactor.dropFlushes();
     while (loop.reactor.popReady()) |cb| cb.drop(cb);
     while (loop.reactor.popTimer()) |cb| cb.drop(cb);
@@ -996,6 +999,26 @@ fn drain(loop: *Loop, close_reactor: bool) void {
         loop.has_reactor = false;
         loop.recv_pool.deinit();
     }
+}
+
+/// A loop closed (or collected) in a process other than the one that
+/// made it, a fork child, shares its epoll instance or io_uring ring with
+/// that parent (on kqueue: nothing, the queue is not inherited). Closing
+/// it there must leave them as they are, as asyncio's close() there only
+/// closes its selector's fd: from here on the reactor makes no call that
+/// changes them (`Reactor.abandon`). One getpid(2), once.
+fn abandonIfForked(loop: *Loop) void {
+    if (!loop.reactor.abandoned and loop.reactor.inherited()) loop.reactor.abandon();
+}
+
+/// `_abandon_if_forked()`: what close() asks first; True in a fork child
+/// (whose close() then leaves the parent's children and kernel objects
+/// alone).
+fn abandonIfForkedMethod(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
+    const loop = py.cast(Loop, self.?);
+    if (!loop.has_reactor) return py.boolean(false);
+    abandonIfForked(loop);
+    return py.boolean(loop.reactor.abandoned);
 }
 
 fn closeNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
@@ -1319,6 +1342,7 @@ var methods = [_]c.PyMethodDef{
     py.methodNoArgs("_run_forever_native", runForeverNative, null),
     py.methodNoArgs("_run_once", runOnceNative, null),
     py.methodNoArgs("_close_native", closeNative, null),
+    py.methodNoArgs("_abandon_if_forked", abandonIfForkedMethod, null),
     py.methodNoArgs("_debug_counts", counts, null),
     py.methodNoArgs("_recv_buffers", recvBuffers, null),
     py.methodFast("_add_reader", addReader, null),

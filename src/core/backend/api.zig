@@ -120,7 +120,8 @@ pub const ChildExit = struct {
 /// Compile-time proof that `B` offers the whole backend API.
 pub fn check(comptime B: type) void {
     const required = [_][]const u8{
-        "init", "deinit", "setInterest", "poll", "has_oneshot", "wakes_itself", "watches_children",
+        "init",        "deinit",       "abandon",          "setInterest", "poll",
+        "has_oneshot", "wakes_itself", "watches_children",
     };
     inline for (required) |decl| {
         if (!@hasDecl(B, decl)) @compileError("backend lacks " ++ decl);

@@ -34,6 +34,14 @@ pub const Backend = struct {
         b.epfd = -1;
     }
 
+    /// `deinit` in a process that did not make the backend (a fork
+    /// child): the epoll instance is the parent's too, so nothing in it
+    /// changes. Closing this process's descriptor for it only drops the
+    /// child's reference: every registration stays, as the parent made it.
+    pub fn abandon(b: *Backend) void {
+        b.deinit();
+    }
+
     /// Moves `fd` from interest `old` to interest `new` (ADD, MOD or DEL).
     /// Dropping the interest of a disarmed one-shot entry (`old` none)
     /// leaves it in place: it reports nothing, and the kernel removes it

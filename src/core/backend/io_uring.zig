@@ -418,6 +418,30 @@ pub const Backend = struct {
     /// armed. Provided buffers are free to go once this returns.
     pub fn deinit(b: *Backend) void {
         b.teardownRecv();
+        b.freeAll();
+    }
+
+    /// `deinit` in a process that did not make the ring (a fork child).
+    /// The ring, its memory (mapped shared) and its buffer ring are the
+    /// parent's as much as this process's: nothing is entered, submitted,
+    /// unregistered or written there. This process only unmaps its views
+    /// and closes its descriptors, which drops its references and leaves
+    /// the parent's ring as it was, every poll and receive still armed.
+    pub fn abandon(b: *Backend) void {
+        if (b.buf_ring) |br| {
+            const bytes: [*]align(std.heap.page_size_min) u8 = @ptrCast(br);
+            std.posix.munmap(bytes[0 .. @as(usize, recv_buffers_max) * @sizeOf(linux.io_uring_buf)]);
+            slot_gpa.free(b.buffers);
+            slot_gpa.free(b.in_ring);
+            b.buf_ring = null;
+            b.buffers = &.{};
+            b.in_ring = &.{};
+        }
+        b.freeAll();
+    }
+
+    /// The ring's views and descriptor, `ep`, and the backend's own memory.
+    fn freeAll(b: *Backend) void {
         b.ring.deinit();
         b.ep.deinit();
         b.slots.deinit(slot_gpa);

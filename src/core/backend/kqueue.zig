@@ -112,6 +112,19 @@ pub const Backend = struct {
         b.slots.deinit(slot_gpa);
     }
 
+    /// `deinit` in a process that did not make the queue (a fork child).
+    /// A kqueue is not inherited across fork(): FreeBSD's `fdcopy` copies
+    /// only descriptors whose file ops are DFLAG_PASSABLE, which
+    /// `kqueueops` are not (sys/kern/kern_descrip.c, sys/kern/kern_event.c);
+    /// XNU's `kqueue_internal` marks the file FG_CONFINED and FP_CLOFORK,
+    /// and `fdt_fork` skips such files (bsd/kern/kern_event.c,
+    /// bsd/kern/kern_descrip.c). Its number is free in the child and may
+    /// name another file by now: it is not closed.
+    pub fn abandon(b: *Backend) void {
+        b.kq = -1;
+        b.slots.deinit(slot_gpa);
+    }
+
     /// Moves `fd` from interest `old` to interest `new`, one-shot when
     /// `how.oneshot`. What the kernel holds is the backend's own record,
     /// unless `old` is none and `how.registered` false: then nothing of

@@ -166,6 +166,7 @@ fn personalityNow() ?Personality {
 /// A new queue's fd (an epoll fd), or -1 and errno.
 pub fn kqueue() c_int {
     const personality = personalityNow() orelse return failC(.INVAL);
+    forks.watch();
     lock();
     defer unlock();
     const q = Queue.create(personality) catch |err| return failC(errnoOf(err));
@@ -213,6 +214,65 @@ pub fn close(kq: c_int) void {
         return;
     }
     q.destroy();
+}
+
+/// A kqueue is not inherited across fork(): FreeBSD's `fdcopy` copies
+/// "all passable descriptors (i.e. not kqueue)", and `kqueueops` carries no
+/// DFLAG_PASSABLE (sys/kern/kern_descrip.c, sys/kern/kern_event.c); XNU's
+/// `kqueue_internal` marks a queue's file FG_CONFINED and FP_CLOFORK, which
+/// `fdt_fork` does not copy (bsd/kern/kern_event.c, bsd/kern/kern_descrip.c).
+/// So a child starts with none of its parent's queues: their numbers are
+/// free, and closing or using one there touches whatever file took it. An
+/// fd of epoll is inherited, so the emulation makes the same so: in the
+/// child, every queue's descriptors close at fork (`forgetAll`), each
+/// touching nothing the parent's queue holds.
+const forks = struct {
+    var watching = std.atomic.Value(bool).init(false);
+
+    fn watch() void {
+        if (watching.swap(true, .acq_rel)) return;
+        _ = c.pthread_atfork(prepare, parent, child);
+    }
+
+    /// The state is consistent while the fork copies it.
+    fn prepare() callconv(.c) void {
+        lock();
+    }
+
+    fn parent() callconv(.c) void {
+        unlock();
+    }
+
+    fn child() callconv(.c) void {
+        forgetAll();
+        unlock();
+    }
+};
+
+/// A fork child's queues go (see `forks`): their descriptors and their
+/// knotes' own (timers, pidfds) close, with no epoll_ctl on the epoll
+/// instances the parent still uses; signal counting stops. The mutex is
+/// held.
+fn forgetAll() void {
+    var it = registry.valueIterator();
+    while (it.next()) |entry| {
+        const q = entry.*;
+        var kit = q.knotes.valueIterator();
+        while (kit.next()) |kn| {
+            switch (kn.*.kind) {
+                .timer, .proc => closeFd(kn.*.fd),
+                .signal => signals.detach(@intCast(kn.*.ident)),
+                .fd, .user, .vnode => {},
+            }
+            gpa.destroy(kn.*);
+        }
+        q.knotes.deinit(gpa);
+        q.by_serial.deinit(gpa);
+        q.soft.deinit(gpa);
+        q.closeFds();
+        gpa.destroy(q);
+    }
+    registry.clearAndFree(gpa);
 }
 
 // ------------------------------------------------------- shared state
@@ -1506,6 +1566,29 @@ test "EVFILT_PROC NOTE_EXIT: 'The exit status will be stored in data'; reported 
     try expectEqual(E.NOENT, try q.refuse(make(@intCast(pid), EVFILT.PROC, EV.DELETE, 0, 0, 0)));
     try expectEqual(@as(u32, 3 << 8), try testing.reap(pid)); // not reaped by the filter
     try expectEqual(E.SRCH, try q.refuse(make(@intCast(pid), EVFILT.PROC, EV.ADD, NOTE.EXIT, 0, 0)));
+}
+
+test "'The queue is not inherited by a child created with fork(2)' (FreeBSD kqueue(2); kern_descrip.c fdcopy: 'copy all passable descriptors (i.e. not kqueue)'; XNU kern_event.c kqueue_internal: FP_CLOFORK, FG_CONFINED): the child has none, the parent's keeps its kevents" {
+    const q = try Kq.open();
+    defer q.deinit();
+    const pair = try testing.socketPair();
+    defer testing.close(pair[0]);
+    defer testing.close(pair[1]);
+    try q.apply(&.{make(@intCast(pair[0]), EVFILT.READ, EV.ADD, 0, 0, 7)});
+    try writeAll(pair[1], "x");
+    const pid = try testing.fork();
+    if (pid == 0) {
+        // The number names nothing; kevent() on it is EBADF, and a new
+        // file may take it.
+        var none: [0]Kevent = .{};
+        if (kevent(q.fd, &none, 0, &none, 0, null) != -1 or c._errno().* != @backingInt(E.BADF)) testing.exitNow(2);
+        const again = testing.socketPair() catch testing.exitNow(3);
+        if (again[0] != q.fd) testing.exitNow(4);
+        testing.exitNow(0);
+    }
+    try expectEqual(@as(u32, 0), try testing.reap(pid));
+    const ev = try q.one(1000);
+    try expect(ev.filter == EVFILT.READ and ev.udata == 7);
 }
 
 test "'Calling close() on a file descriptor will remove any kevents that reference the descriptor': a reused number does not report" {

@@ -66,6 +66,11 @@ pub fn close(fd: fd_t) void {
     _ = c.close(fd);
 }
 
+/// This process's id.
+pub fn getpid() i32 {
+    return c.getpid();
+}
+
 pub fn read(fd: fd_t, buf: []u8) Error!usize {
     return check(c.read(fd, buf.ptr, buf.len));
 }

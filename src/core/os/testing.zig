@@ -178,6 +178,18 @@ pub fn spawnChild(code: u8, hold: ?[2]fd_t) !i32 {
     if (use_libc) c._exit(code) else linux.exit_group(code);
 }
 
+/// fork(2): the child's pid in the parent, 0 in the child, which must
+/// end with `exitNow` (it must not return into the test runner).
+pub fn fork() !i32 {
+    const rc = if (use_libc) c.fork() else linux.fork();
+    return @intCast(try ok(rc));
+}
+
+/// Ends this process at once with `code` (a fork child's end).
+pub fn exitNow(code: u8) noreturn {
+    if (use_libc) c._exit(code) else linux.exit_group(code);
+}
+
 /// Reaps child `pid`; its wait status.
 pub fn reap(pid: i32) !u32 {
     var status: c_int = 0;
