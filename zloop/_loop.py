@@ -161,11 +161,27 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
             f"closed={self.is_closed()} debug={self.get_debug()}>"
         )
 
-    def __del__(self, _warn=warnings.warn):
-        if not self.is_closed():
+    # Late in the interpreter's shutdown the modules' globals are None and
+    # the builtins may be gone: what this and _close use is bound here.
+    # (ResourceWarning too: the shadowing name keeps the line dev mode
+    # prints with the warning the same as asyncio's.)
+    def __del__(self, _warn=warnings.warn, ResourceWarning=ResourceWarning, _finalizing=sys.is_finalizing):  # noqa: A002
+        if self.is_closed():
+            return
+        try:
             _warn(f"unclosed event loop {self!r}", ResourceWarning, source=self)
+        finally:
+            # Closed even when the warning fails (the warnings machinery
+            # gone, or -W error making it an exception).
             if not self.is_running():
-                self.close()
+                try:
+                    self.close()
+                except:  # noqa: E722  (a bare except: no name to look up)
+                    if not _finalizing():
+                        raise
+                    # A subclass's close() that needs what the shutdown
+                    # took: what the loop holds natively goes anyway.
+                    self._close_native()
 
     # ------------------------------------------------------------ running
 
@@ -235,21 +251,23 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         """Close the loop: drop pending callbacks, shut the executor down."""
         self._close()
 
-    # The module's globals are gone (None) once the interpreter tears its
-    # modules down, and a loop nobody closed may be freed after that (a
-    # policy's, a module global's): what closing needs is bound here.
-    def _close(self, _finalizing=sys.is_finalizing, _warn=warnings.warn, _logger=logger):
+    # The module's globals are None once the interpreter tears its modules
+    # down, and a loop nobody closed may be freed after that (a policy's, a
+    # module global's): what closing needs is bound here (see __del__).
+    def _close(self, _finalizing=sys.is_finalizing, _warn=warnings.warn, _logger=logger, _list=list):
         if self.is_running():
             raise RuntimeError("Cannot close a running event loop")
         if self.is_closed():
             return
-        if self.get_debug():
+        # Not while the interpreter shuts down: logging fails there (its
+        # modules torn down), and nobody would see a debug line.
+        if self.get_debug() and not _finalizing():
             _logger.debug("Close %r", self)
         # In a fork child the epoll instance or ring, and the subprocesses,
         # are the parent's too: this close leaves them as they are.
         forked = self._abandon_if_forked()
         if not _finalizing():
-            for sig in list(self._signal_handlers):
+            for sig in _list(self._signal_handlers):
                 self.remove_signal_handler(sig)
         elif self._signal_handlers:
             _warn(

@@ -734,13 +734,13 @@ class UnixMixin:
             children = self._zloop_children = weakref.WeakSet()
             return children
 
-    def _close_children(self, forked=False):
+    def _close_children(self, forked=False, _getattr=getattr, _list=list):
         """Called by close(): kill and reap children still running; in a
         fork child (``forked``), whose children they are not, only let go
-        of them."""
-        children = getattr(self, "_zloop_children", None)
+        of them. (The builtins are bound: see Loop.__del__.)"""
+        children = _getattr(self, "_zloop_children", None)
         if children:
-            for transport in list(children):
+            for transport in _list(children):
                 transport._loop_closing(forked)
             children.clear()
 
