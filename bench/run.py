@@ -185,6 +185,9 @@ def suite_runner(suite):
     if suite == "threads":
         import threads
         return threads.run_suite
+    if suite == "stall":
+        import stall
+        return stall.run_suite
     raise ValueError(suite)
 
 
@@ -193,11 +196,12 @@ def main():
         description=__doc__.split("\n\n")[0],
         epilog="See bench/README.md for what each suite measures.")
     parser.add_argument("suite", choices=["setup", "micro", "echo", "http", "conn", "tls", "idle",
-                                          "icount", "soak", "threads", "all"],
+                                          "icount", "soak", "threads", "stall", "all"],
                         help="all = micro, echo, http, conn, tls, idle; icount runs micro, echo, "
                              "http, conn and tls under callgrind; soak watches a server's memory "
                              "under minutes of load; threads: producer threads posting "
-                             "to a loop (stalled, janus-style bridge, flood)")
+                             "to a loop (stalled, janus-style bridge, flood); stall: an "
+                             "echo's round trips while the loop frees bursts of write buffers")
     parser.add_argument("--loops", default=",".join(loops.LOOPS),
                         help="comma-separated, from %s" % ", ".join(loops.LOOPS))
     parser.add_argument("--python", help="the Python under test (default: .venv-bench/py3.12)")
@@ -251,7 +255,8 @@ def main():
                 (conn.check_conn if suite == "conn" else conn.check_tls)(args)
             elif suite != "micro":
                 __import__({"echo": "echo", "http": "httpbench", "icount": "icount",
-                            "soak": "soak", "idle": "idle", "threads": "threads"}[suite]
+                            "soak": "soak", "idle": "idle", "threads": "threads",
+                            "stall": "stall"}[suite]
                            ).check(args)
         suite_failed = []
         for suite in suites:

@@ -84,3 +84,45 @@ def test_a_burst_of_buffered_writes_is_given_back(loop, loop_name):
     assert peak - before > buffered // 2, "the writes were not buffered: nothing to give back"
     assert trims >= 1
     assert after - before < buffered // 4, (before, peak, after)
+
+
+def test_the_trim_waits_for_a_quiet_loop(loop, loop_name):
+    # A trim holds the loop thread for as long as it walks the heap (tens
+    # of ms after a burst of small writes): it runs only once the loop has
+    # waited a while with nothing to do, never while traffic goes on.
+    if loop_name != "zloop":
+        pytest.skip("asyncio never trims")
+    if rss_bytes() is None:
+        pytest.skip(RSS_UNKNOWN)
+    from zloop import _zloop
+
+    async def main():
+        server = await loop.create_server(Flood, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        trims = _zloop._trims()
+        clients = []
+        for _ in range(CONNECTIONS):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.setblocking(False)
+            await loop.sock_connect(c, ("127.0.0.1", port))
+            clients.append(c)
+        while server._active_count < len(clients):  # noqa: SLF001
+            await asyncio.sleep(0.01)
+        for c in clients:
+            c.close()
+        # Traffic: a timer every 2 ms for half a second, the buffers freed.
+        for _ in range(250):
+            await asyncio.sleep(0.002)
+        busy = _zloop._trims() - trims
+        await asyncio.sleep(0.3)  # quiet
+        quiet = _zloop._trims() - trims - busy
+        server.close()
+        await server.wait_closed()
+        return busy, quiet
+
+    try:
+        busy, quiet = loop.run_until_complete(main())
+    finally:
+        kept.clear()
+    assert (busy, quiet) == (0, 1)

@@ -1,8 +1,10 @@
 """add_signal_handler / remove_signal_handler."""
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import threading
 
 import pytest
@@ -236,3 +238,52 @@ def test_add_on_a_closed_loop_raises(loop):
     with pytest.raises(RuntimeError) as info:
         loop.add_signal_handler(USR1, lambda: None)
     assert str(info.value) == "Event loop is closed"
+
+
+class _Deadline(BaseException):
+    """What a signal-based deadline raises (pytest-timeout's Failed is a
+    BaseException too)."""
+
+
+@pytest.mark.parametrize("tries", [20])
+def test_a_python_signal_handlers_exception_leaves_the_loop_every_time(loop, tries):
+    # A plain signal.signal() handler (not add_signal_handler) that raises,
+    # its signal made pending while the loop waits, together with a reader
+    # made ready: asyncio's selector returns into Python code, which runs
+    # the handler before any callback, so the exception leaves
+    # run_until_complete. Inside a callback it would go to the exception
+    # handler instead and the loop would run on.
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    main_thread = threading.get_ident()
+
+    def deadline(signum, frame):
+        raise _Deadline
+
+    signal.signal(USR1, deadline)
+    loop.add_reader(a.fileno(), lambda: a.recv(100))
+    escaped = 0
+    try:
+        for _ in range(tries):
+
+            def poke():
+                b.send(b"x")
+                signal.pthread_kill(main_thread, USR1)
+
+            async def wait():
+                threading.Timer(0.01, poke).start()
+                await asyncio.sleep(0.5)
+
+            task = loop.create_task(wait())
+            try:
+                loop.run_until_complete(task)
+            except _Deadline:
+                escaped += 1
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(task)
+    finally:
+        loop.remove_reader(a.fileno())
+        a.close()
+        b.close()
+    assert escaped == tries

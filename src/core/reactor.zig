@@ -90,13 +90,20 @@ pub const ChildWatcher = struct {
 };
 
 /// Adapter hooks around the blocking wait (the CPython adapter releases and
-/// re-takes the GIL here) and on an interrupted wait (signal check).
+/// re-takes the GIL there) and after every wait (its signal check).
 pub const Hooks = struct {
     ctx: *anyopaque,
-    /// Told how long the wait may block, in ms (-1: until an event).
-    before_wait: *const fn (*anyopaque, timeout_ms: i32) void,
-    after_wait: *const fn (*anyopaque) void,
-    on_interrupt: *const fn (*anyopaque) RunError!void,
+    /// Before a wait that may block, told how long (ms; -1: until an
+    /// event); returns how long it may block: that, or less (upkeep that
+    /// waits for a quiet loop shortens it; the pass after it waits again).
+    before_wait: *const fn (*anyopaque, timeout_ms: i32) i32,
+    /// After that wait, with the number of events it brought (0 also when
+    /// a signal cut it short).
+    after_wait: *const fn (*anyopaque, events: usize) void,
+    /// After every wait (or its skipping), before any event is dispatched
+    /// or callback run. An error aborts the pass; the wait's events stay
+    /// for the next one.
+    check_signals: *const fn (*anyopaque) RunError!void,
 };
 
 /// Back-pressure on callbacks posted from other threads (the adapter's
@@ -551,18 +558,24 @@ pub const Reactor = struct {
 
     fn wait(r: *Reactor, timeout_ms: i32) RunError!usize {
         const blocking = timeout_ms != 0;
-        if (blocking) if (r.hooks) |h| h.before_wait(h.ctx, timeout_ms);
-        const result = r.backend.poll(timeout_ms, &r.events);
-        if (blocking) if (r.hooks) |h| h.after_wait(h.ctx);
-        return result catch |err| switch (err) {
-            error.Interrupted => {
-                if (r.hooks) |h| try h.on_interrupt(h.ctx);
-                return 0;
-            },
+        var timeout = timeout_ms;
+        if (blocking) if (r.hooks) |h| {
+            timeout = h.before_wait(h.ctx, timeout_ms);
+        };
+        const result = r.backend.poll(timeout, &r.events);
+        // A signal that cut the wait short brought nothing: `waitForEvents`
+        // runs its handlers, as after any wait.
+        const n = result catch |err| switch (err) {
+            error.Interrupted => 0,
             // Anything else means the backend itself is broken; there is
             // nothing to dispatch, and spinning would hide it, so abort.
-            else => error.Aborted,
+            else => {
+                if (blocking) if (r.hooks) |h| h.after_wait(h.ctx, 0);
+                return error.Aborted;
+            },
         };
+        if (blocking) if (r.hooks) |h| h.after_wait(h.ctx, n);
+        return n;
     }
 
     fn drainWake(r: *Reactor) void {
@@ -618,6 +631,9 @@ pub const Reactor = struct {
         r.woke_on_events = !skip and timeout_ms != 0 and n > 0;
         r.event_next = 0;
         r.event_end = n;
+        // Signals that arrived while it waited are handled before anything
+        // it brought, as asyncio's selector returns into Python code first.
+        if (r.hooks) |h| try h.check_signals(h.ctx);
     }
 
     /// Hands the waited events to their watchers, in order. A handler

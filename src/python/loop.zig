@@ -52,6 +52,8 @@ pub const Loop = struct {
     /// empty until a transport first reads that way, freed after the
     /// reactor.
     recv_pool: recvpool.Pool,
+    /// Its watch for a quiet moment to give freed memory back (trim.zig).
+    trim_probe: trim.Probe,
 };
 
 comptime {
@@ -155,23 +157,33 @@ fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
     }
 }
 
-fn beforeWait(ctx: *anyopaque, timeout_ms: i32) void {
+fn beforeWait(ctx: *anyopaque, timeout_ms: i32) i32 {
     const loop: *Loop = @ptrCast(@alignCast(ctx));
     loop.tstate = c.PyEval_SaveThread();
-    // The loop has nothing to do: memory a burst freed goes back now.
-    _ = trim.maybeTrim(timeout_ms < 0 or timeout_ms >= trim.idle_wait_ms);
+    // With memory owed to the system, the wait first looks for a quiet
+    // moment to give it back in (trim.zig).
+    return loop.trim_probe.beforeWait(timeout_ms);
 }
 
-fn afterWait(ctx: *anyopaque) void {
+fn afterWait(ctx: *anyopaque, events: usize) void {
     const loop: *Loop = @ptrCast(@alignCast(ctx));
+    _ = loop.trim_probe.afterWait(events);
     c.PyEval_RestoreThread(loop.tstate);
     loop.tstate = null;
 }
 
-fn onInterrupt(_: *anyopaque) core.RunError!void {
-    // A signal interrupted the wait: run Python-level handlers now (the
-    // default SIGINT handler raises KeyboardInterrupt out of run_forever).
+/// After every wait, before its events are dispatched: the Python-level
+/// handlers of signals that arrived run now, and what one raises leaves
+/// run_forever/run_until_complete, as on asyncio, where the selector's wait
+/// returns into Python code that runs them first thing (a KeyboardInterrupt
+/// from the default SIGINT handler, pytest-timeout's Failed, a deadline's
+/// exception). Nearly free when none is pending (an atomic load).
+fn checkSignals(_: *anyopaque) core.RunError!void {
     if (c.PyErr_CheckSignals() < 0) return error.Aborted;
+}
+
+fn hooksOf(loop: *Loop) core.reactor.Hooks {
+    return .{ .ctx = loop, .before_wait = beforeWait, .after_wait = afterWait, .check_signals = checkSignals };
 }
 
 fn runResult(result: anytype) ?*Obj {
@@ -190,14 +202,14 @@ fn runResult(result: anytype) ?*Obj {
 fn runForeverNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
-    loop.reactor.hooks = .{ .ctx = loop, .before_wait = beforeWait, .after_wait = afterWait, .on_interrupt = onInterrupt };
+    loop.reactor.hooks = hooksOf(loop);
     return runResult(loop.reactor.runForever());
 }
 
 fn runOnceNative(self: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     const loop = py.cast(Loop, self.?);
     if (!loop.has_reactor) return py.raise(c.PyExc_RuntimeError, "Event loop is closed");
-    loop.reactor.hooks = .{ .ctx = loop, .before_wait = beforeWait, .after_wait = afterWait, .on_interrupt = onInterrupt };
+    loop.reactor.hooks = hooksOf(loop);
     return runResult(loop.reactor.runOnce());
 }
 
@@ -1104,6 +1116,7 @@ fn new(tp: ?*c.PyTypeObject, _: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     loop.read_spare = null;
     loop.read_lent = null;
     loop.recv_pool = .{};
+    loop.trim_probe = .{};
     loop.has_reactor = false;
     loop.reactor = core.Reactor.init(gpa) catch |err| {
         // Raise first, then free: marked closed, the half-made loop's
