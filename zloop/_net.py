@@ -122,7 +122,11 @@ class _SocketOwner:
             info.append("closing")
         info.append(f"fd={self._sock_fd}")
         if not self._closed:
-            info.append("read=" + ("polling" if self.is_reading() else "idle"))
+            # Whether the loop reads for it now, as asyncio's selector tells.
+            polling = getattr(self, "_read_polling", None)
+            if polling is None:
+                polling = self.is_reading()
+            info.append("read=" + ("polling" if polling else "idle"))
             size = self.get_write_buffer_size()
             info.append(f"write=<{'polling' if size else 'idle'}, bufsize={size}>")
         return "<{}>".format(" ".join(info))

@@ -8,6 +8,7 @@ pub const Obj = c.PyObject;
 
 /// Built for CPython 3.14 or later (the extension is built per interpreter):
 /// where asyncio's behaviour changed in 3.14, the native side follows it.
+pub const at_least_313 = c.PY_VERSION_HEX >= 0x030D0000;
 pub const at_least_314 = c.PY_VERSION_HEX >= 0x030E0000;
 pub const Ssize = c.Py_ssize_t;
 

@@ -107,8 +107,14 @@ pub const Inner = struct {
     /// `shared.getWriteBufferLimits`); null until it is called.
     limits: ?*Obj = null,
     conn_lost: u32 = 0,
-    /// In the reactor's watcher table, holding the self-reference.
+    /// In the reactor's watcher table.
     attached: bool = false,
+    /// The reactor's reference to the transport, held while the loop has
+    /// a use for it (see `updateInterest`), as asyncio's selector holds a
+    /// transport through its reader and writer handles: none once reading
+    /// has stopped (EOF kept open, a pause) with nothing left to write, so
+    /// that a transport nobody else holds is collected, warns and closes.
+    held: bool = false,
     /// `_start_reading` ran (connection_made was called first).
     started: bool = false,
     paused: bool = false,
@@ -282,6 +288,8 @@ pub fn updateInterest(t: *Transport) void {
         .read = in.reading(),
         .write = in.pending() > 0 or (in.sendfile_writer != null and !in.closing),
     };
+    // Last: letting go may free the transport (its caller holds one).
+    defer object.holdWhile(t, in, !in.started or in.closing or !want.none());
     // Small reads into the loop's buffers come as native receives where
     // the backend has them (see `onRecv`); large ones, and a buffered
     // protocol's, are read the usual way, as are a user's socket's (see
@@ -507,6 +515,7 @@ pub var methods = object.methodTable("data_received", &.{
 /// `__dict__`, native here (a served connection makes some on first use).
 pub var getsets = object.getsetTable(&.{
     py.getset("_paused", attrs.getPaused, null),
+    py.getset("_read_polling", attrs.getReadPolling, null),
     py.getset("_extra", attrs.getExtra, attrs.setExtra),
     py.getset("_sock", attrs.getSock, attrs.setSock),
     py.getset("_loop", attrs.getLoopAttr, null),

@@ -237,18 +237,38 @@ pub fn Object(comptime M: type) type {
             t.loop = py.newref(to.loop_obj);
             py.clear(&t.protocol);
             t.protocol = py.newref(protocol);
-            py.incref(py.obj(t)); // the reactor's reference
+            takeHold(t, in);
             return py.newref(py.none());
         }
 
-        /// Leaves the reactor and drops its reference (once connection_lost
-        /// ran, before the socket closes; or the loop closes). Idempotent.
+        /// The reactor's reference, taken when the transport joins it.
+        pub fn takeHold(t: *Transport, in: *Inner) void {
+            py.incref(py.obj(t));
+            if (@hasField(Inner, "held")) in.held = true;
+        }
+
+        /// Holds the reactor's reference while `need`, lets go of it
+        /// otherwise (a file whose `Inner` has `held`; the others hold it
+        /// while attached). Letting go may free `t`: the caller holds a
+        /// reference of its own, or calls this last.
+        pub fn holdWhile(t: *Transport, in: *Inner, need: bool) void {
+            if (!@hasField(Inner, "held")) return;
+            if (need == in.held or !in.attached) return;
+            in.held = need;
+            if (need) py.incref(py.obj(t)) else py.decref(py.obj(t));
+        }
+
+        /// Leaves the reactor and drops its reference if held (once
+        /// connection_lost ran, before the socket closes; or the loop
+        /// closes; or the transport is collected). Idempotent.
         pub fn leaveReactor(t: *Transport, in: *Inner) void {
             if (!in.attached) return;
             in.attached = false;
             const l = loopOf(t);
             if (l.has_reactor and l.reactor.watcherFor(in.w.fd) == &in.w) l.reactor.detach(&in.w);
-            py.decref(py.obj(t));
+            const held = if (@hasField(Inner, "held")) in.held else true;
+            if (@hasField(Inner, "held")) in.held = false;
+            if (held) py.decref(py.obj(t));
         }
 
         /// Called by the loop's close() for a transport still registered:
@@ -446,7 +466,8 @@ pub fn Object(comptime M: type) type {
             c.PyObject_GC_UnTrack(self);
             if (@hasDecl(M, "freeObject")) M.freeObject(t);
             if (t.inner) |in| {
-                // An attached transport holds a reference to itself.
+                // A held transport holds a reference to itself; one the
+                // reactor did not hold left it in its finalizer.
                 std.debug.assert(!in.attached);
                 py.clear(&in.context);
                 py.clear(&in.sock_owner);

@@ -12,6 +12,7 @@ const sockaddr = @import("../sockaddr.zig");
 const sockio = @import("../sockio.zig");
 const transport = @import("../transport.zig");
 const served = @import("serve.zig");
+const server = @import("../server.zig");
 const write = @import("write.zig");
 const Transport = transport.Transport;
 const ReadMode = transport.ReadMode;
@@ -254,15 +255,21 @@ pub fn getClosed(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
     return py.boolean(t.lost or (t.sock == null and !(if (t.inner) |in| in.lazy.sock else false)));
 }
 
-/// As `_SocketOwner.__del__` was: a transport collected with its socket
-/// open warns (ResourceWarning, through `_warn_unclosed`) and closes it.
+/// As asyncio's transport `__del__`: a transport collected with its
+/// socket open warns (ResourceWarning, through `_warn_unclosed`) and
+/// closes it; from 3.13 it also counts itself out of its server, so that
+/// `wait_closed()` returns. One collected while still in the reactor (its
+/// reading over, nothing to write: the reactor held no reference) leaves
+/// it first, before its fd closes.
 pub fn finalize(self: ?*Obj) callconv(.c) void {
     const t = py.cast(Transport, self.?);
+    if (t.inner) |in| transport.object.leaveReactor(t, in);
     const lazy_open = if (t.inner) |in| in.lazy.sock else false;
     if (t.lost or (t.sock == null and !lazy_open)) return;
     const saved = py.fetchException();
     const r = py.callMethod(self.?, names.warn_unclosed, .{});
     if (r) |o| py.decref(o) else c.PyErr_WriteUnraisable(self.?);
+    if (py.at_least_313 and !server.detach(t)) c.PyErr_WriteUnraisable(self.?);
     if (saved) |e| py.restoreException(e);
 }
 
@@ -275,6 +282,15 @@ pub fn setContext(self: ?*Obj, ctx: ?*Obj) callconv(.c) ?*Obj {
     in.context = py.newref(ctx.?);
     in.context_fixed = true;
     return py.newref(py.none());
+}
+
+/// `_read_polling`: the loop reads for the transport now (its repr's
+/// `read=polling`, asyncio's reader registered): not before
+/// connection_made, nor once paused, at EOF or closing.
+pub fn getReadPolling(self: ?*Obj, _: ?*anyopaque) callconv(.c) ?*Obj {
+    const t = py.cast(Transport, self.?);
+    const in = t.inner orelse return py.boolean(false);
+    return py.boolean(in.attached and in.reading());
 }
 
 /// `_paused`: pause_reading() is in effect (the attribute asyncio's

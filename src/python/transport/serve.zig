@@ -190,7 +190,7 @@ fn make(l: *loop_mod.Loop, fd: i32, protocol: *Obj, from: *const Listener, ctx: 
     t.loop = py.newref(py.obj(l));
     t.protocol = py.newref(protocol);
     t.protocol_connected = true;
-    py.incref(py.obj(t)); // the reactor's reference, dropped by leave()
+    object.takeHold(t, in); // the reactor's reference, dropped by leave()
     return t;
 }
 
