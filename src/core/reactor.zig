@@ -100,8 +100,9 @@ pub const Hooks = struct {
     /// After that wait, with the number of events it brought (0 also when
     /// a signal cut it short).
     after_wait: *const fn (*anyopaque, events: usize) void,
-    /// After every wait (or its skipping), before any event is dispatched
-    /// or callback run. An error aborts the pass; the wait's events stay
+    /// After every wait, before any of its events is dispatched or any
+    /// callback run (not on a pass that skips its wait: see
+    /// `waitForEvents`). An error aborts the pass; the wait's events stay
     /// for the next one.
     check_signals: *const fn (*anyopaque) RunError!void,
 };
@@ -627,8 +628,14 @@ pub const Reactor = struct {
         // that I/O arriving a moment later; the pass after this one polls
         // again, so I/O never waits behind more than one pass.
         const skip = timeout_ms == 0 and r.woke_on_events;
-        const n = if (skip) 0 else try r.wait(timeout_ms);
-        r.woke_on_events = !skip and timeout_ms != 0 and n > 0;
+        if (skip) {
+            r.woke_on_events = false;
+            r.event_next = 0;
+            r.event_end = 0;
+            return;
+        }
+        const n = try r.wait(timeout_ms);
+        r.woke_on_events = timeout_ms != 0 and n > 0;
         r.event_next = 0;
         r.event_end = n;
         // Signals that arrived while it waited are handled before anything
