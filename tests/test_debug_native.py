@@ -175,8 +175,18 @@ def test_buffered_callbacks_are_timed_as_the_transports_reader(loop, debug_log):
     assert timed["get_buffer"] == timed["buffer_updated"] == "socket._read_ready"
 
 
-def test_tls_app_data_is_timed_as_the_raw_transports_reader(loop, debug_log):
-    server_ctx, client_ctx = tls_contexts()
+@pytest.fixture(scope="module")
+def contexts():
+    # Before the first case's descriptor count: zloop's TLS imports ctypes
+    # on its first connection, and a libffi with static trampolines (Debian
+    # sid's) keeps its own file open from then on.
+    import ctypes  # noqa: F401
+
+    return tls_contexts()
+
+
+def test_tls_app_data_is_timed_as_the_raw_transports_reader(loop, debug_log, contexts):
+    server_ctx, client_ctx = contexts
     loop.run_until_complete(_serve_one(loop, _Stream, ssl=server_ctx, client_ssl=client_ctx))
     assert _timed_in(debug_log)["data_received"] == "socket._read_ready"
 

@@ -1,0 +1,105 @@
+"""Native profilers on a loop blocked in its wait: py-spy's `dump --native`
+and `record --native` unwind from the wait's system call through the loop's
+own native frames into the interpreter's, with no unwind error, on each
+backend, as they do on stock asyncio; zloop's frames are named (its symbol
+table, or in a development build its debug info). docs/observing.md lists
+what else was tried.
+
+py-spy attaches with ptrace and reads /proc: where it may not (not root, a
+ptrace policy, no /proc, another OS), the cases skip, saying why. About a
+second and a half a backend.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from _support import build_backends
+
+# The child: a loop serving nothing, blocked in its wait for an hour.
+_CHILD = """
+import asyncio, sys
+async def main():
+    print("ready", flush=True)
+    await asyncio.sleep(3600)
+if sys.argv[1] == "zloop":
+    import zloop
+    zloop.run(main())
+else:
+    asyncio.run(main())
+"""
+_REFUSED = ("Permission denied", "Operation not permitted", "ptrace")
+# A frame py-spy found in no mapped file.
+_LOST = re.compile(r"0x[0-9a-f]+ \(\?\)")
+
+
+def _py_spy():
+    scripts = sysconfig.get_path("scripts")
+    found = shutil.which("py-spy", path=scripts) or shutil.which("py-spy")
+    if found is None:
+        pytest.skip("no py-spy (pip install -r tests/requirements.txt)")
+    if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/maps"):
+        pytest.skip("py-spy's native unwinding reads /proc (Linux)")
+    return found
+
+
+def _spy(py_spy, loop_name, backend, *args):
+    """py-spy ARGS --pid CHILD on a child blocked in its loop's wait."""
+    env = dict(os.environ)
+    if backend is not None:
+        env["ZLOOP_BACKEND"] = backend
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, loop_name], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        out = subprocess.run([py_spy, *args, "--pid", str(child.pid)], capture_output=True,
+                             text=True, timeout=20)
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    text = out.stdout + out.stderr
+    if out.returncode != 0 and any(word in text for word in _REFUSED):
+        pytest.skip(f"py-spy may not attach here: {text.strip()[:200]}")
+    return out.returncode, text
+
+
+def _backends(loop_name):
+    return build_backends() if loop_name == "zloop" else (None,)
+
+
+def test_py_spy_dump_native_unwinds_the_waiting_loop(loop_name):
+    py_spy = _py_spy()
+    for backend in _backends(loop_name):
+        rc, text = _spy(py_spy, loop_name, backend, "dump", "--native")
+        assert rc == 0, (backend, text)
+        assert "run_forever" in text, (backend, text)
+        # A return address in no module: the unwinder lost its way there
+        # (libunwind before 1.7 on lld's layout went on by frame pointers).
+        assert not _LOST.search(text), (backend, text)
+        if loop_name == "zloop":
+            # Its own frames by name, from the wait up to the entry point.
+            for frame in ("reactor.Reactor.runOnce", "loop.runForeverNative"):
+                assert re.search(rf"^\s+{re.escape(frame)} \(", text, re.M), (backend, text)
+
+
+def test_py_spy_record_native_has_no_unwind_errors(loop_name, tmp_path):
+    py_spy = _py_spy()
+    for backend in _backends(loop_name):
+        out = tmp_path / f"{backend}.txt"
+        rc, text = _spy(py_spy, loop_name, backend, "record", "--native", "--idle",
+                        "--duration", "1", "--rate", "50", "--format", "raw",
+                        "--output", str(out))
+        assert rc == 0, (backend, text)
+        counts = re.search(r"Samples: (\d+) Errors: (\d+)", text)
+        assert counts and int(counts[1]) > 0 and counts[2] == "0", (backend, text)
+        stacks = out.read_text()
+        assert "run_forever" in stacks
+        assert not _LOST.search(stacks), (backend, stacks)
+        if loop_name == "zloop":
+            assert "reactor.Reactor.runOnce" in stacks
