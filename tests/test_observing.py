@@ -1,13 +1,14 @@
-"""Native profilers on a loop blocked in its wait: py-spy's `dump --native`
-and `record --native` unwind from the wait's system call through the loop's
-own native frames into the interpreter's, with no unwind error, on each
-backend, as they do on stock asyncio; zloop's frames are named (its symbol
-table, or in a development build its debug info). docs/observing.md lists
-what else was tried.
+"""Tools that look into a running loop from outside, as docs/observing.md
+says they do: py-spy's `dump --native` and `record --native` unwind from
+the wait's system call through the loop's own native frames into the
+interpreter's, with no unwind error, on each backend, as they do on stock
+asyncio, and zloop's frames are named (its symbol table, or in a
+development build its debug info); on 3.14+, `python -m asyncio ps` and
+`pstree` list a loop's tasks as on asyncio.
 
-py-spy attaches with ptrace and reads /proc: where it may not (not root, a
-ptrace policy, no /proc, another OS), the cases skip, saying why. About a
-second and a half a backend.
+Both attach with ptrace and read /proc: where they may not (not root, a
+ptrace policy, no /proc, another OS), the cases skip, saying why. About
+five seconds in all.
 """
 
 import os
@@ -50,22 +51,27 @@ def _py_spy():
 
 def _spy(py_spy, loop_name, backend, *args):
     """py-spy ARGS --pid CHILD on a child blocked in its loop's wait."""
+    return _attach(_CHILD, loop_name, backend, lambda pid: [py_spy, *args, "--pid", str(pid)])
+
+
+def _attach(child_code, loop_name, backend, command):
+    """`command(pid)`'s exit status and output, run on a child running
+    `child_code` once it printed "ready"."""
     env = dict(os.environ)
     if backend is not None:
         env["ZLOOP_BACKEND"] = backend
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, loop_name], env=env,
+    child = subprocess.Popen([sys.executable, "-c", child_code, loop_name], env=env,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "ready\n"
-        out = subprocess.run([py_spy, *args, "--pid", str(child.pid)], capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(command(child.pid), capture_output=True, text=True, timeout=20)
     finally:
         child.kill()
         child.wait()
         child.stdout.close()
     text = out.stdout + out.stderr
     if out.returncode != 0 and any(word in text for word in _REFUSED):
-        pytest.skip(f"py-spy may not attach here: {text.strip()[:200]}")
+        pytest.skip(f"{command(child.pid)[0]} may not attach here: {text.strip()[:200]}")
     return out.returncode, text
 
 
@@ -103,3 +109,34 @@ def test_py_spy_record_native_has_no_unwind_errors(loop_name, tmp_path):
         assert not _LOST.search(stacks), (backend, stacks)
         if loop_name == "zloop":
             assert "reactor.Reactor.runOnce" in stacks
+
+
+# Two named tasks waiting in a TaskGroup.
+_TASKS = """
+import asyncio, sys
+async def worker():
+    await asyncio.sleep(3600)
+async def main():
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(worker(), name="worker-1")
+        tg.create_task(worker(), name="worker-2")
+        print("ready", flush=True)
+if sys.argv[1] == "zloop":
+    import zloop
+    zloop.run(main())
+else:
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="python -m asyncio ps is new in 3.14")
+def test_asyncio_ps_and_pstree_list_the_loops_tasks(loop_name):
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("asyncio ps reads another process's memory through /proc")
+    for tool in ("ps", "pstree"):
+        rc, text = _attach(_TASKS, loop_name, None,
+                           lambda pid: [sys.executable, "-m", "asyncio", tool, str(pid)])
+        assert rc == 0, (tool, text)
+        for name in ("worker-1", "worker-2", "Task-1"):
+            assert name in text, (tool, text)
+        assert "sleep -> worker" in text if tool == "ps" else "└──  worker " in text, text
