@@ -38,7 +38,8 @@ pub fn build(b: *std.Build) void {
 
     const test_step = b.step("test", "Run the core's unit tests (no Python needed)");
     test_step.dependOn(&b.addRunArtifact(coreTests(b, target, optimize, portable)).step);
-    test_step.dependOn(&b.addRunArtifact(b.addTest(.{ .root_module = elfTool(b), .name = "elf" })).step);
+    const elf_tests = b.addTest(.{ .root_module = elfTool(b), .name = "elf" });
+    test_step.dependOn(&b.addRunArtifact(elf_tests).step);
     const portable_step = b.step("test-portable", "Run the core's unit tests on the portable path (epoll and the emulated kqueue)");
     portable_step.dependOn(&b.addRunArtifact(coreTests(b, target, optimize, true)).step);
 
@@ -121,7 +122,8 @@ pub fn build(b: *std.Build) void {
     // Symbols of libpython resolve against the interpreter at import time.
     lib.linker_allow_shlib_undefined = true;
     if (!elf) {
-        b.getInstallStep().dependOn(&b.addInstallFileWithDir(lib.getEmittedBin(), .lib, "_zloop.so").step);
+        const install = b.addInstallFileWithDir(lib.getEmittedBin(), .lib, "_zloop.so");
+        b.getInstallStep().dependOn(&install.step);
         return;
     }
     // The build id ties a release file to its debug file (gdb, perf).

@@ -315,27 +315,72 @@ fn sample(gpa: std.mem.Allocator) ![]u8 {
         .shnum = 7,
         .shstrndx = 5,
     });
-    store(Phdr, buf, 64, .{ .type = PT_LOAD, .flags = 4, .offset = 0, .vaddr = 0, .paddr = 0, .filesz = 0x364, .memsz = 0x364, .@"align" = page_size });
-    store(Phdr, buf, 64 + @sizeOf(Phdr), .{ .type = PT_LOAD, .flags = 5, .offset = 0x364, .vaddr = 0x1364, .paddr = 0x1364, .filesz = 0x100, .memsz = 0x100, .@"align" = page_size });
+    store(Phdr, buf, 64, loadSegment(4, 0, 0, 0x364));
+    store(Phdr, buf, 64 + @sizeOf(Phdr), loadSegment(5, 0x364, 0x1364, 0x100));
     @memset(buf[0x364..0x464], 0xcc); // the code
     @memcpy(buf[0x500..0x510], "DWARF-DWARF-DWAR"); // .debug_info
-    // Local: a mark in .debug_info (aarch64's `$d`), `run` in .text; global: one in .data.
-    store(Sym, buf, 0x600 + @sizeOf(Sym), .{ .name = 0, .info = 0, .other = 0, .shndx = 2, .value = 0, .size = 0 });
-    store(Sym, buf, 0x600 + 2 * @sizeOf(Sym), .{ .name = 1, .info = 2, .other = 0, .shndx = 1, .value = 0x1364, .size = 0x100 });
-    store(Sym, buf, 0x600 + 3 * @sizeOf(Sym), .{ .name = 1, .info = 0x11, .other = 0, .shndx = 6, .value = 0x2000, .size = 8 });
+    // Local: a mark in .debug_info (aarch64's `$d`), `run` in .text;
+    // global: one in .data.
+    const symbols = [_]Sym{
+        std.mem.zeroes(Sym),
+        .{ .name = 0, .info = 0, .other = 0, .shndx = 2, .value = 0, .size = 0 },
+        .{ .name = 1, .info = 2, .other = 0, .shndx = 1, .value = 0x1364, .size = 0x100 },
+        .{ .name = 1, .info = 0x11, .other = 0, .shndx = 6, .value = 0x2000, .size = 8 },
+    };
+    @memcpy(buf[0x600..][0..@sizeOf(@TypeOf(symbols))], std.mem.asBytes(&symbols));
     @memcpy(buf[0x700..0x705], "\x00run\x00");
     @memcpy(buf[0x800..][0..names.len], names);
     const sections = [_]Shdr{
         std.mem.zeroes(Shdr),
-        .{ .name = 1, .type = 1, .flags = 6, .addr = 0x1364, .offset = 0x364, .size = 0x100, .link = 0, .info = 0, .addralign = 16, .entsize = 0 },
-        .{ .name = 7, .type = 1, .flags = 0, .addr = 0, .offset = 0x500, .size = 0x10, .link = 0, .info = 0, .addralign = 1, .entsize = 0 },
-        .{ .name = 19, .type = SHT_SYMTAB, .flags = 0, .addr = 0, .offset = 0x600, .size = 4 * @sizeOf(Sym), .link = 4, .info = 3, .addralign = 8, .entsize = @sizeOf(Sym) },
-        .{ .name = 27, .type = 3, .flags = 0, .addr = 0, .offset = 0x700, .size = 5, .link = 0, .info = 0, .addralign = 1, .entsize = 0 },
-        .{ .name = 35, .type = 3, .flags = 0, .addr = 0, .offset = 0x800, .size = names.len, .link = 0, .info = 0, .addralign = 1, .entsize = 0 },
-        .{ .name = 45, .type = SHT_NOBITS, .flags = 3, .addr = 0x2000, .offset = 0x464, .size = 8, .link = 0, .info = 0, .addralign = 8, .entsize = 0 },
+        section(1, 1, 6, 0x1364, 0x364, 0x100, 0, 16), // .text
+        section(7, 1, 0, 0, 0x500, 0x10, 0, 1), // .debug_info
+        section(19, SHT_SYMTAB, 0, 0, 0x600, @sizeOf(@TypeOf(symbols)), 4, 8), // .symtab
+        section(27, 3, 0, 0, 0x700, 5, 0, 1), // .strtab
+        section(35, 3, 0, 0, 0x800, names.len, 0, 1), // .shstrtab
+        section(45, SHT_NOBITS, 3, 0x2000, 0x464, 8, 0, 8), // .data
     };
-    for (sections, 0..) |sh, i| store(Shdr, buf, 0x2000 + i * @sizeOf(Shdr), sh);
+    var with_info = sections;
+    with_info[3].info = 3; // the first global symbol
+    with_info[3].entsize = @sizeOf(Sym);
+    for (with_info, 0..) |sh, i| store(Shdr, buf, 0x2000 + i * @sizeOf(Shdr), sh);
     return buf;
+}
+
+fn loadSegment(flags: u32, offset: u64, vaddr: u64, size: u64) Phdr {
+    return .{
+        .type = PT_LOAD,
+        .flags = flags,
+        .offset = offset,
+        .vaddr = vaddr,
+        .paddr = vaddr,
+        .filesz = size,
+        .memsz = size,
+        .@"align" = page_size,
+    };
+}
+
+fn section(
+    name: u32,
+    kind: u32,
+    flags: u64,
+    addr: u64,
+    offset: u64,
+    size: u64,
+    link: u32,
+    alignment: u64,
+) Shdr {
+    return .{
+        .name = name,
+        .type = kind,
+        .flags = flags,
+        .addr = addr,
+        .offset = offset,
+        .size = size,
+        .link = link,
+        .info = 0,
+        .addralign = alignment,
+        .entsize = 0,
+    };
 }
 
 test "the code segment's header starts on its page, nothing mapped moves" {

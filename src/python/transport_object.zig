@@ -283,7 +283,8 @@ pub fn Object(comptime M: type) type {
             const t0 = core.sys.monotonic_s();
             // A KeyboardInterrupt out of it is not timed, as asyncio's.
             try dispatchIn(t, in, ev);
-            return loop_mod.checkSlowIo(l, py.obj(t), ev.readable or !ev.writable, core.sys.monotonic_s() - t0);
+            const reading = ev.readable or !ev.writable;
+            return loop_mod.checkSlowIo(l, py.obj(t), reading, core.sys.monotonic_s() - t0);
         }
 
         /// In debug mode, asyncio's debug line `<transport> <what>`
