@@ -33,8 +33,8 @@ _KINDS = {
     "_ReadPipeTransport": "read_pipe",
 }
 _MARK = "protocol callback: "
-_HANDLE = re.compile(r"Executing <Handle (?:cancelled )?(\w+)\.(\w+)\(.*?\)(?: created at \S+)?> took "
-                     r"\d+\.\d{3} seconds")
+_HANDLE = re.compile(r"Executing <Handle (?:cancelled )?(\w+)\.(\w+)\(.*?\)"
+                     r"(?: created at \S+)?> took \d+\.\d{3} seconds")
 _TASK = re.compile(r"Executing <Task .*coro=<\w+\.(\w+)\(\).*> took \d+\.\d{3} seconds")
 log = logging.getLogger("asyncio")
 
@@ -312,7 +312,8 @@ def test_pause_and_resume_reading_lines(loop, debug_log):
 
     loop.run_until_complete(main())
     lines = _lines(debug_log)
-    _has(lines, "DEBUG", r"<asyncio\.TransportSocket .*> handled: \(<\w+ fd=\d+ .*>, <.*_Stream .*>\)")
+    _has(lines, "DEBUG",
+         r"<asyncio\.TransportSocket .*> handled: \(<\w+ fd=\d+ .*>, <.*_Stream .*>\)")
     _has(lines, "DEBUG", r"<\w+ fd=\d+ .*> pauses reading")
     _has(lines, "DEBUG", r"<\w+ fd=\d+ .*> resumes reading")
 

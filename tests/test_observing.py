@@ -49,19 +49,29 @@ def _py_spy():
     return found
 
 
-def _spy(py_spy, loop_name, backend, *args):
+def _spy(py_spy, loop_name, backend, tmp_path, *args):
     """py-spy ARGS --pid CHILD on a child blocked in its loop's wait."""
-    return _attach(_CHILD, loop_name, backend, lambda pid: [py_spy, *args, "--pid", str(pid)])
+    return _attach(_CHILD, loop_name, backend, tmp_path,
+                   lambda pid: [py_spy, *args, "--pid", str(pid)])
 
 
-def _attach(child_code, loop_name, backend, command):
+def _attach(child_code, loop_name, backend, tmp_path, command):
     """`command(pid)`'s exit status and output, run on a child running
     `child_code` once it printed "ready"."""
     env = dict(os.environ)
     if backend is not None:
         env["ZLOOP_BACKEND"] = backend
+    if loop_name == "zloop":
+        # The child imports the zloop this process runs (the source tree
+        # with its in-place build, or the one installed), never the source
+        # tree by accident: its working directory, first on `-c`'s path,
+        # is empty.
+        import zloop
+
+        here = os.path.dirname(os.path.dirname(os.path.abspath(zloop.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     child = subprocess.Popen([sys.executable, "-c", child_code, loop_name], env=env,
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert child.stdout.readline() == "ready\n"
         out = subprocess.run(command(child.pid), capture_output=True, text=True, timeout=20)
@@ -79,10 +89,10 @@ def _backends(loop_name):
     return build_backends() if loop_name == "zloop" else (None,)
 
 
-def test_py_spy_dump_native_unwinds_the_waiting_loop(loop_name):
+def test_py_spy_dump_native_unwinds_the_waiting_loop(loop_name, tmp_path):
     py_spy = _py_spy()
     for backend in _backends(loop_name):
-        rc, text = _spy(py_spy, loop_name, backend, "dump", "--native")
+        rc, text = _spy(py_spy, loop_name, backend, tmp_path, "dump", "--native")
         assert rc == 0, (backend, text)
         assert "run_forever" in text, (backend, text)
         # A return address in no module: the unwinder lost its way there
@@ -98,7 +108,7 @@ def test_py_spy_record_native_has_no_unwind_errors(loop_name, tmp_path):
     py_spy = _py_spy()
     for backend in _backends(loop_name):
         out = tmp_path / f"{backend}.txt"
-        rc, text = _spy(py_spy, loop_name, backend, "record", "--native", "--idle",
+        rc, text = _spy(py_spy, loop_name, backend, tmp_path, "record", "--native", "--idle",
                         "--duration", "1", "--rate", "50", "--format", "raw",
                         "--output", str(out))
         assert rc == 0, (backend, text)
@@ -130,11 +140,11 @@ else:
 
 
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="python -m asyncio ps is new in 3.14")
-def test_asyncio_ps_and_pstree_list_the_loops_tasks(loop_name):
+def test_asyncio_ps_and_pstree_list_the_loops_tasks(loop_name, tmp_path):
     if not os.path.exists("/proc/self/maps"):
         pytest.skip("asyncio ps reads another process's memory through /proc")
     for tool in ("ps", "pstree"):
-        rc, text = _attach(_TASKS, loop_name, None,
+        rc, text = _attach(_TASKS, loop_name, None, tmp_path,
                            lambda pid: [sys.executable, "-m", "asyncio", tool, str(pid)])
         assert rc == 0, (tool, text)
         for name in ("worker-1", "worker-2", "Task-1"):
