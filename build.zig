@@ -3,7 +3,7 @@
 //!
 //!   zig build -Dpython-include=DIR [-Doptimize=ReleaseFast] [-Dstrip=true]
 //!             [-Dtarget=x86_64-linux-gnu.2.17 -Dcpu=x86_64_v2]
-//!   zig build test [-Dportable=true]
+//!   zig build test [-Dportable=true]   (and the post-link tool's, src/link/)
 //!   zig build test-portable    (the core's tests on the portable path)
 //!   zig build check-kqueue     (compile-only, for macOS and FreeBSD)
 //!   zig build check-abi        (check-kqueue, and Linux x86_64 and aarch64)
@@ -22,17 +22,24 @@ pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
     const optimize = b.standardOptimizeOption(.{});
     const portable = b.option(bool, "portable", "Linux: run the portable OS layer and the emulated kqueue (tests only)") orelse false;
-    const options = buildOptions(b, portable);
+    // A release build has no debug info in it; on ELF targets it keeps its
+    // symbol table, and the debug info goes to a file of its own.
+    const release = b.option(bool, "strip", "A release build: debug info out of the extension " ++
+        "(ELF: into _zloop.so.debug, the symbol table kept)") orelse false;
+    // One module for both: the adapter and the core it imports see the same.
+    const options = buildOptions(b, portable, release).createModule();
 
     const core = b.createModule(.{
         .root_source_file = b.path("src/core/root.zig"),
         .target = target,
         .optimize = optimize,
     });
-    core.addOptions("build_options", options);
+    core.addImport("build_options", options);
 
     const test_step = b.step("test", "Run the core's unit tests (no Python needed)");
     test_step.dependOn(&b.addRunArtifact(coreTests(b, target, optimize, portable)).step);
+    const elf_tests = b.addTest(.{ .root_module = elfTool(b), .name = "elf" });
+    test_step.dependOn(&b.addRunArtifact(elf_tests).step);
     const portable_step = b.step("test-portable", "Run the core's unit tests on the portable path (epoll and the emulated kqueue)");
     portable_step.dependOn(&b.addRunArtifact(coreTests(b, target, optimize, true)).step);
 
@@ -86,9 +93,7 @@ pub fn build(b: *std.Build) void {
     // undefined symbols).
     translate.defineCMacro("_Py_USE_GCC_BUILTIN_ATOMICS", "1");
 
-    // Release wheels are stripped (4.5 MB of debug info otherwise).
-    const strip = b.option(bool, "strip", "Strip debug info from the extension") orelse false;
-    if (portable and strip and target.result.os.tag == .linux) {
+    if (portable and release and target.result.os.tag == .linux) {
         // A stripped build is a release's; a portable Linux one carries the
         // test-only kqueue emulation, which must never ship.
         const fail = b.addFail("-Dportable=true is a test build (the emulated kqueue): " ++
@@ -96,28 +101,61 @@ pub fn build(b: *std.Build) void {
         b.getInstallStep().dependOn(&fail.step);
         return;
     }
+    // An ELF release is built with its debug info, which src/link/elf.zig
+    // then moves out (4.5 MB of the 4.8 MB), keeping the symbol table: so
+    // profilers and debuggers name zloop's functions. Zig's own strip would
+    // drop the symbol table with it. A Mach-O release is stripped by Zig:
+    // its debug info would be a map to object files that do not ship.
+    const elf = target.result.ofmt == .elf;
     const ext = b.createModule(.{
         .root_source_file = b.path("src/python/module.zig"),
         .target = target,
         .optimize = optimize,
         .link_libc = true,
-        .strip = strip,
+        .strip = release and !elf,
     });
     ext.addImport("c", translate.createModule());
     ext.addImport("core", core);
-    ext.addOptions("build_options", options);
+    ext.addImport("build_options", options);
 
     const lib = b.addLibrary(.{ .name = "_zloop", .root_module = ext, .linkage = .dynamic });
     // Symbols of libpython resolve against the interpreter at import time.
     lib.linker_allow_shlib_undefined = true;
-    const install = b.addInstallFileWithDir(lib.getEmittedBin(), .lib, "_zloop.so");
-    b.getInstallStep().dependOn(&install.step);
+    if (!elf) {
+        const install = b.addInstallFileWithDir(lib.getEmittedBin(), .lib, "_zloop.so");
+        b.getInstallStep().dependOn(&install.step);
+        return;
+    }
+    // The build id ties a release file to its debug file (gdb, perf).
+    lib.build_id = .sha1;
+    // Every ELF build goes through the post-link edits (src/link/elf.zig):
+    // native unwinders (py-spy's libunwind) read its code segment's header.
+    const edit = b.addRunArtifact(b.addExecutable(.{ .name = "elf", .root_module = elfTool(b) }));
+    edit.addFileArg(lib.getEmittedBin());
+    const so = edit.addOutputFileArg("_zloop.so");
+    b.getInstallStep().dependOn(&b.addInstallFileWithDir(so, .lib, "_zloop.so").step);
+    if (release) {
+        edit.addArg("--strip-debug");
+        edit.addArg("--debug-file");
+        const debug = edit.addOutputFileArg("_zloop.so.debug");
+        b.getInstallStep().dependOn(&b.addInstallFileWithDir(debug, .lib, "_zloop.so.debug").step);
+    }
+}
+
+/// The post-link tool (`src/link/elf.zig`), for the machine that builds.
+fn elfTool(b: *std.Build) *std.Build.Module {
+    return b.createModule(.{
+        .root_source_file = b.path("src/link/elf.zig"),
+        .target = b.graph.host,
+        .optimize = .Debug,
+    });
 }
 
 /// The options the core and the adapter see as `@import("build_options")`.
-fn buildOptions(b: *std.Build, portable: bool) *std.Build.Step.Options {
+fn buildOptions(b: *std.Build, portable: bool, release: bool) *std.Build.Step.Options {
     const options = b.addOptions();
     options.addOption(bool, "portable", portable);
+    options.addOption(bool, "release", release);
     return options;
 }
 
@@ -142,7 +180,7 @@ fn coreTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.buil
         .optimize = optimize,
         .link_libc = portable or target.result.os.tag != .linux,
     });
-    module.addOptions("build_options", buildOptions(b, portable));
+    module.addOptions("build_options", buildOptions(b, portable, false));
     module.addImport("os_headers", osHeaders(b, target));
     return b.addTest(.{ .root_module = module, .name = if (portable) "core-portable" else "core" });
 }

@@ -279,9 +279,14 @@ ELFOSABI = {0: "SYSV", 3: "GNU/Linux", 9: "FreeBSD"}
 EM_X86_64 = 62
 EM_AARCH64 = 183
 ET_DYN = 3
+SHT_SYMTAB = 2
 SHT_DYNAMIC = 6
 SHT_NOTE = 7
 SHT_DYNSYM = 11
+PT_LOAD = 1
+PF_X = 1
+STT_FUNC = 2
+NT_GNU_BUILD_ID = 3
 SHT_GNU_VERNEED = 0x6FFFFFFE
 SHT_GNU_VERSYM = 0x6FFFFFFF
 DT_NEEDED = 1
@@ -309,10 +314,20 @@ class Elf:
     symbols: list
     notes: list  # (owner name, note type, descriptor bytes)
     section_names: list
+    functions: list  # the names of the functions in the symbol table (.symtab)
+    loads: list  # (flags, file offset, address) of each PT_LOAD segment
 
     @property
     def osabi_name(self):
         return ELFOSABI.get(self.osabi, str(self.osabi))
+
+    @property
+    def build_id(self):
+        """The GNU build id, in hex, or None."""
+        for name, ntype, desc in self.notes:
+            if name == "GNU" and ntype == NT_GNU_BUILD_ID:
+                return desc.hex()
+        return None
 
 
 def read_elf(data):
@@ -324,8 +339,13 @@ def read_elf(data):
         raise FormatError("not a 64-bit little-endian ELF file")
     osabi = data[7]
     e_type, machine = struct.unpack_from("<HH", data, 16)
-    shoff, = struct.unpack_from("<Q", data, 40)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from("<HHHHH", data, 54)
+    loads = []
+    for i in range(phnum):
+        p_type, p_flags, p_offset, p_vaddr = struct.unpack_from("<IIQQ", data, phoff + i * phentsize)
+        if p_type == PT_LOAD:
+            loads.append((p_flags, p_offset, p_vaddr))
     if shoff == 0 or shnum == 0:
         raise FormatError("no section headers")
     sections = []
@@ -375,6 +395,13 @@ def read_elf(data):
             library, version = versions.get(index, (None, None))
             symbols.append(ElfSymbol(_cstr(data, strtab + name_off), shndx == SHN_UNDEF,
                                      info >> 4 == STB_WEAK, version, library))
+    functions = []
+    for _, _, offset, size, link, entsize in of_type(SHT_SYMTAB):
+        strtab = sections[link][2]
+        for at in range(offset + entsize, offset + size, entsize):
+            name_off, info = struct.unpack_from("<IB", data, at)
+            if info & 0xF == STT_FUNC:
+                functions.append(_cstr(data, strtab + name_off))
     notes = []
     for _, _, offset, size, _, _ in of_type(SHT_NOTE):
         at = offset
@@ -384,7 +411,7 @@ def read_elf(data):
             desc_at = at + 12 + (namesz + 3) // 4 * 4
             notes.append((name, ntype, data[desc_at:desc_at + descsz]))
             at = desc_at + (descsz + 3) // 4 * 4
-    return Elf(osabi, machine, e_type, needed, soname, symbols, notes, names)
+    return Elf(osabi, machine, e_type, needed, soname, symbols, notes, names, functions, loads)
 
 
 def describe(path):

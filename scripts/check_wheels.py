@@ -7,12 +7,15 @@ every bare extension of a target with no wheel (`_zloop.cp312-freebsd-x86_64.so`
 see scripts/wheels.py), is checked for what its platform needs:
 
 - every one: its tags (file name and WHEEL agree), one extension named for
-  its CPython and platform, stripped, exporting PyInit__zloop, and every
+  its CPython and platform, with no debug info, exporting PyInit__zloop, and every
   symbol it leaves for the interpreter is one that CPython X.Y's own
   interpreter exports (read from the interpreter that scripts/wheels.py
   finds for X.Y, unless --no-exports): translate-c declares a C-API inline
   function it cannot translate as an external one, which only the
   interpreter's export list tells from a real one;
+- ELF (Linux, FreeBSD): a symbol table naming zloop's functions (profilers
+  and debuggers show them), a GNU build id (its debug file's key), and a
+  code segment whose header starts on a page (py-spy's libunwind needs it);
 - manylinux: `auditwheel show` finds it consistent with manylinux_2_17 (no
   glibc symbol newer than 2.17, no library outside the manylinux set); the
   x86_64 one holds no instruction above x86-64-v2 (AVX, BMI, MOVBE,
@@ -325,10 +328,33 @@ def check_availability(m, system, minimum, zig_lib):
 # --- ELF ---------------------------------------------------------------------------
 
 
+# A release's symbol table names every function the optimiser left (about
+# 400): at least these, where a profiler finds an idle loop waiting.
+NAMED_FUNCTIONS = ("reactor.Reactor.runOnce", "loop.runForeverNative")
+MIN_FUNCTIONS = 200
+PAGE = 4096
+
+
 def check_elf_common(elf, data):
+    """A release ELF extension has no debug info in it (a file of its own
+    has it, by build id) and keeps its symbol table, so that profilers and
+    debuggers name its functions; its code segment's header starts on a
+    page, so that libunwind before 1.7 (py-spy's) finds its unwind table."""
     problems = []
-    if ".symtab" in elf.section_names or ".debug_info" in elf.section_names:
-        problems.append(f"not stripped ({len(data)} bytes)")
+    debug = [n for n in elf.section_names if n.startswith((".debug", ".zdebug"))]
+    if debug:
+        problems.append(f"has debug info ({', '.join(debug[:3])}...; {len(data)} bytes): a "
+                        "release keeps it in _zloop.so.debug")
+    missing = [n for n in NAMED_FUNCTIONS if n not in elf.functions]
+    if missing or len(elf.functions) < MIN_FUNCTIONS:
+        problems.append(f"its symbol table names {len(elf.functions)} functions, not "
+                        f"{', '.join(missing) or 'every one'}: stripped to the exported symbol?")
+    if elf.build_id is None:
+        problems.append("no GNU build id (the key to its debug file)")
+    for flags, offset, _ in elf.loads:
+        if flags & binaries.PF_X and offset % PAGE:
+            problems.append(f"its code segment starts mid-page (file offset {offset:#x}): "
+                            "libunwind before 1.7 (py-spy --native) cannot unwind it")
     if not any(s.name == MODULE_INIT and not s.undefined for s in elf.symbols):
         problems.append(f"does not export {MODULE_INIT}")
     return problems

@@ -226,6 +226,38 @@ def test_a_freebsd_extension_needing_another_libc_is_refused():
     assert "FreeBSD's libc.so.7" in problems, problems
 
 
+def _code_segment_moved(data, by):
+    """`data` with its executable PT_LOAD's header moved `by` bytes up."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    out = bytearray(data)
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        p_type, flags, offset, vaddr, paddr = struct.unpack_from("<IIQQQ", out, at)
+        if p_type == binaries.PT_LOAD and flags & binaries.PF_X:
+            struct.pack_into("<QQQ", out, at + 8, offset + by, vaddr + by, paddr + by)
+    return bytes(out)
+
+
+def _elf_problems(data):
+    return "\n".join(check_wheels.check_elf_common(binaries.read_elf(data), data))
+
+
+def test_an_elf_release_names_its_functions_and_unwinds():
+    for path in _need(LINUX, "manylinux wheels")[:1] + FREEBSD[:1]:
+        data = _extension(path) if path.endswith(".whl") else open(path, "rb").read()
+        assert _elf_problems(data) == "", path
+        # Stripped to the exported symbol, as a release once was: no names.
+        nameless = _patched(data, b"reactor.Reactor.runOnce\0", b"reactor.Reactor.runOnc_\0")
+        assert "not reactor.Reactor.runOnce: stripped" in _elf_problems(nameless)
+        # lld's own layout, which py-spy's libunwind cannot unwind.
+        assert "starts mid-page" in _elf_problems(_code_segment_moved(data, 0x364))
+        assert "no GNU build id" in _elf_problems(_patched(data, b"GNU\0", b"GNX\0"))
+    if PORTABLE:  # a development build keeps its debug info
+        with open(PORTABLE, "rb") as f:
+            assert "has debug info" in _elf_problems(f.read())
+
+
 def test_a_portable_linux_build_is_refused():
     # -Dportable: the kqueue backend over the test-only emulation; its
     # extension names the backend, which a Linux release never has.

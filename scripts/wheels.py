@@ -4,7 +4,9 @@
                              [--python 3.11,...] [--out wheelhouse] [--jobs N]
 
 For each CPython and each target, `zig build` cross-compiles the extension
-against that CPython's headers, ReleaseFast and stripped, never with
+against that CPython's headers, ReleaseFast with no debug info in it
+(`-Dstrip=true`; an ELF one keeps its symbol table, and its debug info goes
+to --out's debug/.build-id/, by build id, not into the wheel), never with
 `-Dportable` (the test-only kqueue emulation must not ship):
 
   x86_64, aarch64   Linux, glibc 2.17 (manylinux2014) at a baseline CPU
@@ -76,6 +78,9 @@ import tempfile
 import time
 import tomllib
 import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import binaries  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SID_DIR = os.environ.get("ZLOOP_SID_DIR", "/var/cache/zloop/sid")
@@ -256,7 +261,7 @@ def check_zig():
 
 
 def build_command(version, target_name, headers, prefix):
-    """The `zig build` of the stripped ReleaseFast extension for one CPython
+    """The `zig build` of the release (ReleaseFast) extension for one CPython
     and target. Never -Dportable: that build carries the kqueue emulation,
     which is test infrastructure (scripts/check_wheels.py refuses it)."""
     target = TARGETS[target_name]
@@ -382,6 +387,23 @@ def write_wheel(version, target_name, so_path, out_dir):
     return path
 
 
+def write_debug_file(so_path, out_dir):
+    """An ELF extension's debug info (the build's `_zloop.so.debug`: the
+    whole linked file, with the release file's build id) under
+    OUT/debug/.build-id/, the layout gdb (`set debug-file-directory
+    OUT/debug`) and debuginfod servers look it up in. Not in the wheel."""
+    debug = so_path + ".debug"
+    if not os.path.exists(debug):
+        return None  # Mach-O: stripped by Zig, no debug file
+    build_id = binaries.read_elf(_read(so_path)).build_id
+    if build_id is None:
+        raise AssertionError(f"{so_path}: no build id")
+    path = os.path.join(out_dir, "debug", ".build-id", build_id[:2], build_id[2:] + ".debug")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copyfile(debug, path)
+    return path
+
+
 def _choices(text, known, option, parser):
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
@@ -427,6 +449,7 @@ def main(argv=None):
         built = build_all(pairs, args.jobs, headers, work)
         for version, target in pairs:
             write_wheel(version, target, built[(version, target)], args.out)
+            write_debug_file(built[(version, target)], args.out)
     return 0
 
 

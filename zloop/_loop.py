@@ -338,6 +338,19 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
         text = repr(owner) if isinstance(owner, tasks.Task) else str(handle)
         logger.warning("Executing %s took %.3f seconds", text, duration)
 
+    def _log_slow_io(self, transport, reading, duration):
+        # A native transport's readiness work stands for asyncio's reader
+        # or writer Handle of its transport, and is named as that Handle's
+        # repr would be: `<Handle cancelled _SocketTransport._read_ready()>`
+        # (cancelled: the callback stopped the reading, or the writing is
+        # done). No "created at": no Python line made it.
+        if reading:
+            method, cancelled = "_read_ready", not transport.is_reading()
+        else:
+            method, cancelled = "_write_ready", not transport.get_write_buffer_size()
+        text = f"<Handle {'cancelled ' if cancelled else ''}{type(transport).__name__}.{method}()>"
+        logger.warning("Executing %s took %.3f seconds", text, duration)
+
     # ------------------------------------------------------- exceptions
 
     def _report_callback_exception(self, handle, exc):
@@ -558,6 +571,12 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
     # -------------------------------------------------------------- DNS
 
     async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        if self.get_debug():
+            # As asyncio's: every lookup in the executor, logged before and
+            # after (info when it took slow_callback_duration or more).
+            return await self.run_in_executor(
+                None, self._getaddrinfo_logged, host, port, family, type, proto, flags
+            )
         # Numeric hosts need no resolver: answer inline instead of paying a
         # thread-pool round trip. AI_NUMERICHOST makes libc refuse anything
         # that would need a lookup, and then the executor path takes over.
@@ -570,11 +589,27 @@ class Loop(LoopCore, _net.NetMixin, _udp.DatagramMixin, _unix.UnixMixin, asyncio
                 )
             except socket.gaierror:
                 pass
-        if self.get_debug():
-            logger.debug("Get address info %s:%r", host, port)
         return await self.run_in_executor(
             None, socket.getaddrinfo, host, port, family, type, proto, flags
         )
+
+    def _getaddrinfo_logged(self, host, port, family, type, proto, flags):
+        # In the executor's thread.
+        words = [f"{host}:{port!r}"]
+        for name, value in (("family", family), ("type", type), ("proto", proto), ("flags", flags)):
+            if value:
+                words.append(f"{name}={value!r}")
+        what = ", ".join(words)
+        logger.debug("Get address info %s", what)
+        t0 = self.time()
+        infos = socket.getaddrinfo(host, port, family, type, proto, flags)
+        took = self.time() - t0
+        text = f"Getting address info {what} took {took * 1e3:.3f}ms: {infos!r}"
+        if took >= self.slow_callback_duration:
+            logger.info(text)
+        else:
+            logger.debug(text)
+        return infos
 
     async def getnameinfo(self, sockaddr, flags=0):
         numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV

@@ -109,6 +109,11 @@ class _SocketOwner:
     def _warn_write_after_lost(self):
         logger.warning("socket.send() raised exception.")
 
+    def _debug_log(self, what):
+        # Debug mode's "<transport> received EOF" and the like (the native side
+        # says which).
+        logger.debug("%r %s", self, what)
+
     def _warn_unclosed(self, _warn=warnings.warn):
         # Collected with its socket open: as asyncio's __del__.
         _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
@@ -860,11 +865,16 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
                 raise ValueError("host and port was not specified and no sock specified")
             if sock.type != socket.SOCK_STREAM:
                 raise ValueError(f"A Stream Socket was expected, got {sock!r}")
-        return await self._create_connection_transport(
+        transport, protocol = await self._create_connection_transport(
             sock, protocol_factory, ssl, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout, borrowed=borrowed,
         )
+        if self.get_debug():
+            # As asyncio: the transport's socket (a TLS one's is the raw one).
+            logger.debug("%r connected to %s:%r: (%r, %r)",
+                         transport.get_extra_info("socket"), host, port, transport, protocol)
+        return transport, protocol
 
     async def create_unix_connection(
         self, protocol_factory, path=None, *, ssl=None, sock=None, server_hostname=None,
@@ -912,11 +922,14 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             raise ValueError(f"A Stream Socket was expected, got {sock!r}")
         _tls.check_accepted_args(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
         _check_ssl_socket(sock)
-        return await self._create_connection_transport(
+        transport, protocol = await self._create_connection_transport(
             sock, protocol_factory, ssl, "", server_side=True,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout, borrowed=True,
         )
+        if self.get_debug():
+            logger.debug("%r handled: (%r, %r)", transport.get_extra_info("socket"), transport, protocol)
+        return transport, protocol
 
     # --------------------------------------------------------- servers
 
@@ -952,6 +965,9 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         if start_serving:
             server._start_serving()
             await asyncio.sleep(0)
+        if self.get_debug():
+            # As asyncio's create_server (its create_unix_server says nothing).
+            logger.info("%r is serving", server)
         return server
 
     async def _bind_all(self, host, port, family, flags, reuse_address, reuse_port, keep_alive):
@@ -1088,6 +1104,19 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
     def _accept_one(self, protocol_factory, server, conn, addr):
         # One accepted connection, from accept.zig or _accept_ready: the
         # protocol and its transport (asyncio's _accept_connection2).
+        if self.get_debug():
+            # As asyncio's _accept_connection, which then makes them in a
+            # task of their own: debug mode times its step, so a slow
+            # protocol factory is reported as there.
+            logger.debug("%r got a new connection from %r: %r", server, addr, conn)
+            self.create_task(self._accept_connection2(protocol_factory, server, conn, addr))
+            return
+        self._make_accepted(protocol_factory, server, conn, addr)
+
+    async def _accept_connection2(self, protocol_factory, server, conn, addr):
+        self._make_accepted(protocol_factory, server, conn, addr)
+
+    def _make_accepted(self, protocol_factory, server, conn, addr):
         try:
             protocol = protocol_factory()
             self._make_socket_transport(conn, protocol, extra={"peername": addr}, server=server)

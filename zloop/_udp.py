@@ -272,13 +272,19 @@ class DatagramMixin:
             sock.close()
             raise
         if self.get_debug():
-            logger.debug(
-                "Datagram endpoint local_addr=%r remote_addr=%r created: (%r, %r)",
-                local_addr,
-                remote_addr,
-                transport,
-                protocol,
-            )
+            # asyncio's words and levels: info with a local address.
+            if local_addr:
+                logger.info(
+                    "Datagram endpoint local_addr=%r remote_addr=%r created: (%r, %r)",
+                    local_addr,
+                    remote_addr,
+                    transport,
+                    protocol,
+                )
+            else:
+                logger.debug(
+                    "Datagram endpoint remote_addr=%r created: (%r, %r)", remote_addr, transport, protocol
+                )
         try:
             await waiter
         except BaseException:

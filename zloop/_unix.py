@@ -58,6 +58,15 @@ def _ebadf():
     return OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
+def _pipe_name(fd):
+    # How asyncio's debug lines name a child's stdio argument.
+    if fd == subprocess.PIPE:
+        return "<pipe>"
+    if fd == subprocess.STDOUT:
+        return "<stdout>"
+    return repr(fd)
+
+
 class _PipeWatch:
     """The reader and writer handles a pipe transport put on its fd. Each
     is removed only while it is still the fd's: a handle another watcher
@@ -822,9 +831,14 @@ class UnixMixin:
             raise ValueError("shell must be False")
         self._check_subprocess_options(universal_newlines, bufsize, text, encoding, errors)
         protocol = protocol_factory()
+        # The program only, as asyncio: arguments may hold secrets.
+        what = f"execute program {program!r}"
+        self._log_subprocess(what, stdin, stdout, stderr)
         transport = await self._make_subprocess_transport(
             protocol, (program,) + args, False, stdin, stdout, stderr, bufsize, **kwargs
         )
+        if self.get_debug():
+            logger.info("%s: %r", what, transport)
         return transport, protocol
 
     async def subprocess_shell(
@@ -849,7 +863,27 @@ class UnixMixin:
             raise ValueError("shell must be True")
         self._check_subprocess_options(universal_newlines, bufsize, text, encoding, errors)
         protocol = protocol_factory()
+        what = f"run shell command {cmd!r}"
+        self._log_subprocess(what, stdin, stdout, stderr)
         transport = await self._make_subprocess_transport(
             protocol, cmd, True, stdin, stdout, stderr, bufsize, **kwargs
         )
+        if self.get_debug():
+            logger.info("%s: %r", what, transport)
         return transport, protocol
+
+    def _log_subprocess(self, what, stdin, stdout, stderr):
+        # Debug mode's line before a child starts, in asyncio's words.
+        if not self.get_debug():
+            return
+        words = [what]
+        if stdin is not None:
+            words.append(f"stdin={_pipe_name(stdin)}")
+        if stdout is not None and stderr == subprocess.STDOUT:
+            words.append(f"stdout=stderr={_pipe_name(stdout)}")
+        else:
+            if stdout is not None:
+                words.append(f"stdout={_pipe_name(stdout)}")
+            if stderr is not None:
+                words.append(f"stderr={_pipe_name(stderr)}")
+        logger.debug(" ".join(words))

@@ -146,11 +146,29 @@ fn reportError(loop: *Loop, h: *Handle) core.RunError!void {
 }
 
 fn checkSlow(loop: *Loop, h: *Handle, dt_s: f64) core.RunError!void {
+    return logIfSlow(loop, dt_s, state.get().str_log_slow, py.obj(h), py.none());
+}
+
+/// In debug mode, as `runHandle` times a handle: the readiness work of a
+/// native transport `owner` (its protocol's data_received, get_buffer,
+/// buffer_updated, eof_received, datagram_received, error_received,
+/// resume_writing, its TLS records), which asyncio runs in the transport's
+/// reader or writer Handle (`reading`), and times as that Handle.
+pub fn checkSlowIo(loop: *Loop, owner: *Obj, reading: bool, dt_s: f64) core.RunError!void {
+    return logIfSlow(loop, dt_s, state.get().str_log_slow_io, owner, py.boolean(reading));
+}
+
+/// `loop.<method>(what, extra, dt)` if `dt_s` reaches the loop's
+/// `slow_callback_duration`; for a handle, `extra` is None and not passed.
+fn logIfSlow(loop: *Loop, dt_s: f64, method: *Obj, what: *Obj, extra: *Obj) core.RunError!void {
     // Not `dt_s < duration`: a NaN duration never logs, as `dt >= nan`.
     if (!(dt_s >= loop.slow_callback_duration_s)) return;
     const dt = c.PyFloat_FromDouble(dt_s) orelse return error.Aborted;
     defer py.decref(dt);
-    const r = py.callMethod(py.obj(loop), state.get().str_log_slow, .{ py.obj(h), dt });
+    const r = if (extra == py.none())
+        py.callMethod(py.obj(loop), method, .{ what, dt })
+    else
+        py.callMethod(py.obj(loop), method, .{ what, extra, dt });
     if (r) |o| py.decref(o) else {
         if (py.pendingIsFatal()) return error.Aborted;
         c.PyErr_WriteUnraisable(py.obj(loop));

@@ -1,6 +1,7 @@
 //! `zloop._zloop`: the extension module's entry point.
 const std = @import("std");
 const builtin = @import("builtin");
+const options = @import("build_options");
 const py = @import("py.zig");
 const c = py.c;
 const Obj = py.Obj;
@@ -60,15 +61,16 @@ var methods = [_]c.PyMethodDef{
     py.sentinel_method,
 };
 
-/// What a panic does. A release build (stripped) writes the message to
-/// stderr and aborts: std's handler, which unwinds and prints a stack trace
-/// through `std.Io.Threaded`, links that whole table of operations (file
-/// I/O at offsets, process spawning) into the extension, and with it
-/// libSystem functions newer than the oldest macOS the x86_64 wheel
-/// supports (preadv and pwritev: macOS 11; posix_spawn's chdir actions:
-/// 10.15), which scripts/check_wheels.py refuses. A stripped binary's trace
-/// would name no function anyway. Development builds keep std's handler.
-pub const panic = if (builtin.strip_debug_info)
+/// What a panic does. A release build (`-Dstrip=true`) writes the message
+/// to stderr and aborts: std's handler, which unwinds and prints a stack
+/// trace through `std.Io.Threaded`, links that whole table of operations
+/// (file I/O at offsets, process spawning) into the extension (360 KiB of
+/// code), and with it libSystem functions newer than the oldest macOS the
+/// x86_64 wheel supports (preadv and pwritev: macOS 11; posix_spawn's
+/// chdir actions: 10.15), which scripts/check_wheels.py refuses. Its trace
+/// would read debug info that a release keeps in a file of its own.
+/// Development builds keep std's handler.
+pub const panic = if (options.release or builtin.strip_debug_info)
     std.debug.FullPanic(writeAndAbort)
 else
     std.debug.FullPanic(std.debug.defaultPanic);

@@ -129,6 +129,7 @@ pub fn Methods(comptime M: type) type {
             if (in.closing or in.paused) return py.newref(py.none());
             in.paused = true;
             M.updateInterest(py.cast(M.Transport, self.?));
+            object.debugLog(py.cast(M.Transport, self.?), transport_object.names.pauses_reading);
             return py.newref(py.none());
         }
 
@@ -138,6 +139,7 @@ pub fn Methods(comptime M: type) type {
             if (!M.captureContext(in)) return null;
             in.paused = false;
             M.updateInterest(py.cast(M.Transport, self.?));
+            object.debugLog(py.cast(M.Transport, self.?), transport_object.names.resumes_reading);
             return py.newref(py.none());
         }
 

@@ -76,6 +76,10 @@ pub const Names = struct {
     data: *Obj,
     list_of_data: *Obj,
     addr: *Obj,
+    debug_log: *Obj,
+    pauses_reading: *Obj,
+    resumes_reading: *Obj,
+    received_eof: *Obj,
 };
 pub var names: Names = undefined;
 
@@ -98,6 +102,10 @@ fn initNames() void {
         .data = py.intern("data"),
         .list_of_data = py.intern("list_of_data"),
         .addr = py.intern("addr"),
+        .debug_log = py.intern("_debug_log"),
+        .pauses_reading = py.intern("pauses reading"),
+        .resumes_reading = py.intern("resumes reading"),
+        .received_eof = py.intern("received EOF"),
     };
 }
 
@@ -279,7 +287,10 @@ pub fn Object(comptime M: type) type {
             leaveReactor(in.owner, in);
         }
 
-        /// Runs from the ready queue (see `transport_methods.onReady`).
+        /// Runs from the ready queue (see `transport_methods.onReady`). In
+        /// debug mode it is timed as asyncio times the transport's reader
+        /// or writer Handle, which it stands for (`loop.checkSlowIo`);
+        /// outside it costs one test.
         pub fn dispatchReady(w: *core.IoWatcher, ev: core.reactor.Event) core.RunError!void {
             const in: *Inner = @fieldParentPtr("w", w);
             const t = in.owner;
@@ -287,6 +298,25 @@ pub fn Object(comptime M: type) type {
             // reactor's reference; keep it alive until this dispatch is over.
             py.incref(py.obj(t));
             defer py.decref(py.obj(t));
+            const l = loopOf(t);
+            if (!l.debug) return dispatchIn(t, in, ev);
+            const t0 = core.sys.monotonic_s();
+            // A KeyboardInterrupt out of it is not timed, as asyncio's.
+            try dispatchIn(t, in, ev);
+            const reading = ev.readable or !ev.writable;
+            return loop_mod.checkSlowIo(l, py.obj(t), reading, core.sys.monotonic_s() - t0);
+        }
+
+        /// In debug mode, asyncio's debug line `<transport> <what>`
+        /// (`what`: one of `names`' texts); a failure to log goes to
+        /// sys.unraisablehook, a KeyboardInterrupt stays pending.
+        pub fn debugLog(t: *Transport, what: *Obj) void {
+            if (!loopOf(t).debug) return;
+            if (py.consumed(py.callMethod(py.obj(t), names.debug_log, .{what}))) return;
+            if (!py.pendingIsFatal()) c.PyErr_WriteUnraisable(py.obj(t));
+        }
+
+        fn dispatchIn(t: *Transport, in: *Inner, ev: core.reactor.Event) core.RunError!void {
             // Protocol callbacks see the context captured when reading
             // started (a ContextVar set around create_server or
             // create_connection is visible in data_received, as with

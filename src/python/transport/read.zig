@@ -671,6 +671,7 @@ fn readBuffered(t: *Transport) core.RunError!void {
 /// The peer closed its side: stop reading; `eof_received()` returning a
 /// true value keeps the transport half-open, anything else closes it.
 fn readEof(t: *Transport) core.RunError!void {
+    object.debugLog(t, common.received_eof);
     const in = t.inner.?;
     in.read_eof = true;
     updateInterest(t);
