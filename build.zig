@@ -77,7 +77,7 @@ pub fn build(b: *std.Build) void {
     // Zig 0.17 has no @cImport: Python.h is translated by the build system,
     // once per interpreter (its include directory decides the ABI).
     const translate = b.addTranslateC(.{
-        .root_source_file = b.path("src/python/python.h"),
+        .root_source_file = b.path("src/python/capi/python.h"),
         .target = target,
         .optimize = optimize,
     });

@@ -2,23 +2,23 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const options = @import("build_options");
-const py = @import("py.zig");
+const py = @import("capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const state = @import("state.zig");
-const handle = @import("handle.zig");
-const loop = @import("loop.zig");
-const transport = @import("transport.zig");
-const sockops = @import("sockops.zig");
-const sockcall = @import("sockcall.zig");
+const state = @import("capi/state.zig");
+const handle = @import("loop/handle.zig");
+const loop = @import("loop/loop.zig");
+const transport = @import("transport/stream.zig");
+const sockops = @import("sock/ready.zig");
+const sockcall = @import("sock/calls.zig");
 const core = @import("core");
-const datagram = @import("datagram.zig");
-const accept = @import("accept.zig");
-const fileops = @import("fileops.zig");
-const server = @import("server.zig");
-const borrowed = @import("borrowed.zig");
-const trim = @import("trim.zig");
-const tls = @import("tls.zig");
+const datagram = @import("transport/datagram.zig");
+const accept = @import("transport/accept.zig");
+const fileops = @import("sock/files.zig");
+const server = @import("transport/connections.zig");
+const borrowed = @import("transport/borrowed.zig");
+const trim = @import("loop/trim.zig");
+const tls = @import("transport/tls.zig");
 
 /// `_install(handle_repr, futures, tasks)`: the Python side hands over its
 /// cold-path helpers and asyncio's futures and tasks modules (whose current

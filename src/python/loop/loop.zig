@@ -4,21 +4,21 @@
 const std = @import("std");
 const trim = @import("trim.zig");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const state = @import("state.zig");
+const state = @import("../capi/state.zig");
 const handle = @import("handle.zig");
-const sockops = @import("sockops.zig");
-const sockcall = @import("sockcall.zig");
-const borrowed = @import("borrowed.zig");
+const sockops = @import("../sock/ready.zig");
+const sockcall = @import("../sock/calls.zig");
+const borrowed = @import("../transport/borrowed.zig");
 const children = @import("children.zig");
 const Handle = handle.Handle;
 const TimerHandle = handle.TimerHandle;
 // Native transports of every kind (stream, datagram...), by their watchers.
 const transport = @import("watchers.zig");
 
-const recvpool = @import("recvpool.zig");
+const recvpool = @import("../transport/recvpool.zig");
 
 const gpa = std.heap.c_allocator;
 

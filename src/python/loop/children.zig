@@ -14,7 +14,7 @@
 //! exit queues it or `_unwatch_child` (or the loop's close) drops it.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const handle = @import("handle.zig");

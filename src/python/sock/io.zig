@@ -10,7 +10,7 @@
 //! module's are.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 

@@ -10,11 +10,11 @@
 //! `failGone(t)`; `transport_object.Object(M)` the rest.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const loop_mod = @import("loop.zig");
-const transport_object = @import("transport_object.zig");
+const loop_mod = @import("../loop/loop.zig");
+const transport_object = @import("object.zig");
 
 /// A transport's place in the loop's ready queue, with the readiness seen
 /// since it was queued.

@@ -6,10 +6,10 @@
 //! watch's pidfd (`_watch_child` on Linux: the reactor registers it in the
 //! watcher table) counts as one too: it is no add_reader watcher.
 const core = @import("core");
-const py = @import("py.zig");
-const transport = @import("transport.zig");
-const datagram = @import("datagram.zig");
-const accept = @import("accept.zig");
+const py = @import("../capi/py.zig");
+const transport = @import("../transport/stream.zig");
+const datagram = @import("../transport/datagram.zig");
+const accept = @import("../transport/accept.zig");
 const children = @import("children.zig");
 
 /// True when `w` is owned by a native transport or a server's acceptor

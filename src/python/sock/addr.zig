@@ -6,10 +6,10 @@
 //! and `sockname` are made into objects only when `get_extra_info` wants
 //! them, as uvloop makes them.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const sockio = @import("sockio.zig");
+const sockio = @import("io.zig");
 /// The address types as the OS layer's calls fill them in, and the
 /// target's address families.
 const sa_types = sockio.sys.sockaddr;

@@ -14,14 +14,14 @@
 //! `throw` and `close` make it a `collections.abc.Coroutine`, so
 //! `asyncio.iscoroutine`, `create_task` and `wait_for` take it.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const sockio = @import("sockio.zig");
-const loop_mod = @import("loop.zig");
-const sockops = @import("sockops.zig");
-const accept = @import("accept.zig");
-const borrowed = @import("borrowed.zig");
+const sockio = @import("io.zig");
+const loop_mod = @import("../loop/loop.zig");
+const sockops = @import("ready.zig");
+const accept = @import("../transport/accept.zig");
+const borrowed = @import("../transport/borrowed.zig");
 
 const Op = enum(u8) { recv, sendall };
 const Step = enum(u8) { fresh, waiting, finished };

@@ -7,7 +7,7 @@
 //! otherwise flag zloop's. Each releases the GIL around its syscall and
 //! fails with the OSError the `os` function would raise.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const sys = @import("core").sys;

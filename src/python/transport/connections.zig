@@ -11,10 +11,10 @@
 //! holds no references, as asyncio's `WeakSet` holds none: a transport
 //! leaves it when its connection is lost, or when it is freed.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const transport = @import("transport.zig");
+const transport = @import("stream.zig");
 const Transport = transport.Transport;
 
 pub const Connections = struct {

@@ -43,18 +43,18 @@
 //! queue: the ready queue carries only `Handle`s.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const loop_mod = @import("loop.zig");
-const server = @import("server.zig");
+const loop_mod = @import("../loop/loop.zig");
+const server = @import("connections.zig");
 const borrowed = @import("borrowed.zig");
-const sockio = @import("sockio.zig");
-const transport_object = @import("transport_object.zig");
-const read = @import("transport/read.zig");
-const write = @import("transport/write.zig");
-const served = @import("transport/serve.zig");
-const attrs = @import("transport/attrs.zig");
+const sockio = @import("../sock/io.zig");
+const transport_object = @import("object.zig");
+const read = @import("stream/read.zig");
+const write = @import("stream/write.zig");
+const served = @import("stream/serve.zig");
+const attrs = @import("stream/attrs.zig");
 pub const object = transport_object.Object(@This());
 const shared = object.methods;
 const common = &transport_object.names;

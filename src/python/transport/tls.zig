@@ -23,7 +23,7 @@
 //! read that wants to write, a paused side) is left for the state machine
 //! to meet where asyncio's would.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 

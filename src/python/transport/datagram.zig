@@ -17,19 +17,19 @@
 //! itself on the reactor's behalf, dropped by `_detach`.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const gpa = std.heap.c_allocator;
-const sockio = @import("sockio.zig");
+const sockio = @import("../sock/io.zig");
 const borrowed = @import("borrowed.zig");
-const loop_mod = @import("loop.zig");
-const sockaddr = @import("sockaddr.zig");
+const loop_mod = @import("../loop/loop.zig");
+const sockaddr = @import("../sock/addr.zig");
 /// The target's socket-address types and families (a BSD's carry a
 /// length byte before an 8-bit family; Linux's have a 16-bit family).
 const sa_types = std.c.sockaddr;
 const AF = std.c.AF;
-const transport_object = @import("transport_object.zig");
+const transport_object = @import("object.zig");
 pub const object = transport_object.Object(@This());
 const shared = object.methods;
 const common = &transport_object.names;

@@ -12,11 +12,11 @@
 //! the call fails with EBADF, as the socket's own `recv`/`send` would, and
 //! never touches a file that took the number since.
 const std = @import("std");
-const py = @import("py.zig");
-const borrowed = @import("borrowed.zig");
+const py = @import("../capi/py.zig");
+const borrowed = @import("../transport/borrowed.zig");
 const c = py.c;
 const Obj = py.Obj;
-const sockio = @import("sockio.zig");
+const sockio = @import("io.zig");
 
 const Names = struct {
     done: *Obj,
@@ -75,7 +75,7 @@ fn over() ?*Obj {
     return py.newref(py.boolean(true));
 }
 
-const parseFd = @import("loop.zig").parseFd;
+const parseFd = @import("../loop/loop.zig").parseFd;
 
 fn checkArgs(nargs: py.Ssize, want: py.Ssize, comptime name: [:0]const u8) bool {
     if (nargs == want) return true;

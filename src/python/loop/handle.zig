@@ -13,10 +13,10 @@
 //! as `asyncio.Handle.cancel` does.
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const state = @import("state.zig");
+const state = @import("../capi/state.zig");
 const loop_mod = @import("loop.zig");
 
 /// Positional arguments kept inline; more go to a tuple.

@@ -21,7 +21,7 @@
 //! connection's number), fails or gives no fd sends nothing anywhere else.
 //! Any other object is asked through `fileno()`.
 const std = @import("std");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
 const sys = @import("core").sys;

@@ -5,14 +5,14 @@
 //! Also `_set_protocol`, `_set_context` and the finalizer's warning.
 //!
 //! The object, its plumbing and its public surface are transport.zig's.
-const py = @import("../py.zig");
+const py = @import("../../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const sockaddr = @import("../sockaddr.zig");
-const sockio = @import("../sockio.zig");
-const transport = @import("../transport.zig");
+const sockaddr = @import("../../sock/addr.zig");
+const sockio = @import("../../sock/io.zig");
+const transport = @import("../stream.zig");
 const served = @import("serve.zig");
-const server = @import("../server.zig");
+const server = @import("../connections.zig");
 const write = @import("write.zig");
 const Transport = transport.Transport;
 const ReadMode = transport.ReadMode;

@@ -28,13 +28,13 @@
 //!                            mode (see `scheduleConnectionLost`)
 const std = @import("std");
 const core = @import("core");
-const py = @import("py.zig");
+const py = @import("../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
-const transport_methods = @import("transport_methods.zig");
-const loop_mod = @import("loop.zig");
-const sockio = @import("sockio.zig");
-const state = @import("state.zig");
+const transport_methods = @import("methods.zig");
+const loop_mod = @import("../loop/loop.zig");
+const sockio = @import("../sock/io.zig");
+const state = @import("../capi/state.zig");
 
 const gpa = std.heap.c_allocator;
 
