@@ -1,13 +1,13 @@
 """Servers' accept loop (issue 3): batches, peer addresses, EMFILE back-off;
 and the connections it serves (issue 29).
 
-zloop accepts natively (src/python/accept.zig); asyncio's selector loop in
+zloop accepts natively (src/python/transport/accept.zig); asyncio's selector loop in
 ``BaseSelectorEventLoop._accept_connection``. Each case asserts what both
 show: which connections arrive and with which peer address, what the
 exception handler hears when accept() runs out of descriptors, that the
 server then resumes, and that closing it leaves nothing behind.
 
-zloop also makes a served connection's transport natively (transport.zig's
+zloop also makes a served connection's transport natively (transport/stream.zig's
 ``serve``: no socket object, extra info made on first use, connection_made
 and reading as one queued step, connection_lost and the server's count
 native; debug mode keeps asyncio's Python path): the cases at the end pin
@@ -394,7 +394,7 @@ def test_connection_reset_before_accept_leaves_server_serving(loop):
         # Connected into the listen queue, then reset (SO_LINGER 0) before
         # the loop gets to accept it. Linux still hands such a connection
         # to accept() (its first read fails with ECONNRESET, which asyncio
-        # and zloop close quietly); accept.zig's ECONNABORTED case is for
+        # and zloop close quietly); transport/accept.zig's ECONNABORTED case is for
         # kernels that drop it from the queue instead.
         rst = socket.socket()
         rst.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -6,7 +6,7 @@ blocking calls in a running loop) wraps ``os.sendfile``, ``os.stat``,
 while a loop runs, unless a frame on the stack is one it allows: it names
 asyncio's own (``asyncio/base_events.py:sendfile``,
 ``asyncio/unix_events.py:create_unix_server``...). zloop makes these calls
-natively (``fileops.zig``), so its sendfile and Unix-server paths pass as
+natively (``sock/files.zig``), so its sendfile and Unix-server paths pass as
 asyncio's do, and they are never mistaken for blocking user code.
 """
 

@@ -1,5 +1,5 @@
 """Memory a burst of buffered writes took comes back once it is freed
-(trim.zig): connections whose peers never read, a server that ignores
+(loop/trim.zig): connections whose peers never read, a server that ignores
 pause_writing and writes on, then every connection closes. glibc keeps the
 freed buffers in its heap (on stock asyncio too: a 10,000-connection burst
 leaves it 1.4 GB larger for good); zloop hands them back when the loop next

@@ -1,4 +1,4 @@
-"""zloop's first loop makes glibc's malloc thresholds adapt (loop.zig's
+"""zloop's first loop makes glibc's malloc thresholds adapt (loop/loop.zig's
 primeMalloc): a ~100 KiB block freed and allocated again, as asyncio's
 StreamReader does per large read, no longer gives the heap top back to
 the kernel and faults it in again each time.

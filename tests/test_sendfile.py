@@ -329,7 +329,7 @@ def test_sock_sendfile_when_os_sendfile_refuses_the_file(
 ):
     # EINVAL from the first sendfile(2) call is what a file it cannot read
     # from (a pipe, some special files) gives: not available, so fall back.
-    # asyncio calls os.sendfile; zloop its native twin (fileops.zig).
+    # asyncio calls os.sendfile; zloop its native twin (sock/files.zig).
     a, b = tcp_pair
     path, data = blob
     refused = OSError(errno.EINVAL, "Invalid argument")

@@ -4,7 +4,7 @@ whose `fileno()` lies (another open connection's number), raises, returns
 
 asyncio works through the object's own `send`/`recv`, which use the
 socket's real descriptor whatever `fileno()` says; zloop makes the system
-calls itself, on that same descriptor (`borrowed.zig`). Either way the
+calls itself, on that same descriptor (`transport/borrowed.zig`). Either way the
 bytes go to the socket's own peer and never to the connection whose number
 the lie names. Each case asserts that on both loops; where asyncio asks
 `fileno()` (only once a call would block) and fails on its answer, zloop

@@ -968,7 +968,7 @@ def test_writer_ignoring_flow_control_buffers_what_it_wrote(loop, loop_name, net
     # Copying what is buffered is fine (zloop does, asyncio 3.12+ keeps
     # views of the caller's objects, 3.11 copies into a bytearray it grows
     # as it goes, up to about 1.9 times the data where the heap holds no
-    # freed memory to reuse, as after a loop gave it back: trim.zig);
+    # freed memory to reuse, as after a loop gave it back: loop/trim.zig);
     # holding it twice over is not. Stock asyncio 3.11's growth is
     # CPython's realloc pattern, not a bound either loop keeps: 2.1 times
     # the data was seen on a loaded machine.

@@ -3,7 +3,7 @@ transports, ``create_connection``/``create_server`` (TCP and Unix) and the
 ``Server`` object, each with stock asyncio's semantics.
 
 The I/O of a stream transport is native (``_zloop.SocketTransportCore``,
-src/python/transport.zig); this module holds the cold paths: resolving
+src/python/transport/stream.zig); this module holds the cold paths: resolving
 addresses, building sockets, the transport's construction and teardown,
 servers. ``sock_*`` wait on the loop's native ``_add_reader``/``_add_writer``
 and finish their future from the readiness callback.
@@ -43,7 +43,7 @@ logger = logging.getLogger("asyncio")
 _ACCEPT_RETRY_DELAY_S = 1
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HAS_IPV6 = hasattr(socket, "AF_INET6")
-# Listening sockets whose accept loop is native (accept.zig converts their
+# Listening sockets whose accept loop is native (transport/accept.zig converts their
 # peer addresses); any other family keeps the Python loop (_accept_ready).
 _NATIVE_ACCEPT_FAMILIES = frozenset((socket.AF_INET, socket.AF_INET6, socket.AF_UNIX))
 # asyncio 3.14: a cancelled serve_forever() also closes the server's client
@@ -144,7 +144,7 @@ class _SocketTransport(_SocketOwner, SocketTransportCore):
     what asyncio's transports keep as attributes (``_sock``, ``_loop``,
     ``_extra``...); this class adds an instance ``__dict__`` and weak
     references, as asyncio's transports have. A server's connections are
-    made natively (transport.zig's ``serve``), without this ``__init__``.
+    made natively (transport/stream.zig's ``serve``), without this ``__init__``.
 
     The ``__dict__`` of a transport that nobody assigned attributes to is
     never made: on 3.13, whose instances of a native-based class keep no
@@ -246,7 +246,7 @@ class Server(asyncio.AbstractServer):
         self._borrowed = borrowed
         self._waiters = []
         # The connections served, counted natively; their transports are
-        # listed there (ServerConnections, server.zig). Anything else
+        # listed there (ServerConnections, transport/connections.zig). Anything else
         # handed to _attach() is kept here, as asyncio keeps its clients.
         self._conns = ServerConnections(self._wakeup)
         self._clients = weakref.WeakSet()
@@ -373,7 +373,7 @@ class Server(asyncio.AbstractServer):
 
 
 class _Acceptor(AcceptorCore):
-    """The native accept loop of one listening socket (src/python/accept.zig):
+    """The native accept loop of one listening socket (src/python/transport/accept.zig):
     accepts in batches and calls ``callback(*args, conn, addr)`` for each
     connection. This side holds the listening socket and reports errors in
     asyncio's words. A served listener's fd counts as a transport's:
@@ -469,7 +469,7 @@ def _discard_attempt(task):
 # The socket-file calls below are _zloop's _path_stat (os.stat's (st_mode,
 # st_ino)) and _unlink (os.unlink): the loop's own, as asyncio's are, which
 # tools that patch os to find blocking calls in user code (blockbuster)
-# allow by naming asyncio's files (fileops.zig).
+# allow by naming asyncio's files (sock/files.zig).
 
 
 def _path_stat(path):
@@ -581,8 +581,8 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
     # ------------------------------------------------------ sock_* API
 
     # sock_recv and sock_sendall are LoopCore's: native coroutines
-    # (src/python/sockcall.zig). sock_recv_into finishes its future from a
-    # native readiness callback too (src/python/sockops.zig).
+    # (src/python/sock/calls.zig). sock_recv_into finishes its future from a
+    # native readiness callback too (src/python/sock/ready.zig).
 
     async def sock_recv_into(self, sock, buf):
         self._check_sock(sock)
@@ -1078,7 +1078,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
         sock.close()
 
     def _accept_ready(self, protocol_factory, sock, server, backlog):
-        # The Python accept loop, for families accept.zig does not serve.
+        # The Python accept loop, for families transport/accept.zig does not serve.
         # Batch: take up to `backlog` connections per readiness event.
         for _ in range(backlog):
             try:
@@ -1102,7 +1102,7 @@ class NetMixin(_sendfile.SendfileMixin, _tls.TLSMixin):
             self._accept_one(protocol_factory, server, conn, addr)
 
     def _accept_one(self, protocol_factory, server, conn, addr):
-        # One accepted connection, from accept.zig or _accept_ready: the
+        # One accepted connection, from transport/accept.zig or _accept_ready: the
         # protocol and its transport (asyncio's _accept_connection2).
         if self.get_debug():
             # As asyncio's _accept_connection, which then makes them in a

@@ -25,7 +25,7 @@ from asyncio import constants, exceptions, protocols
 
 # os.sendfile's twin, made natively: a loop's own sendfile(2) on a
 # non-blocking socket, which tools that patch os to find blocking calls in
-# user code (blockbuster) would otherwise flag (fileops.zig).
+# user code (blockbuster) would otherwise flag (sock/files.zig).
 from ._zloop import _sendfile as _sendfile_call
 from ._zloop import _sock_fd
 

@@ -80,7 +80,7 @@ class _SSLProtocol(_zloop.TLSProtocolState, sslproto.SSLProtocol):
     read the ciphertext into; ``buffer_updated()`` copies it into the TLS
     object's input straight away. The transport asks for that buffer
     right before its read and hands it back right after, with no other
-    read in between (``feedBuffered``/``readBuffered`` in transport.zig),
+    read in between (``feedBuffered``/``readBuffered`` in transport/stream.zig),
     so one buffer per loop serves every connection of the loop: an idle
     TLS connection's end costs about 29 KiB of RSS instead of 289 KiB,
     and a new one no longer allocates and clears 256 KiB. Since
@@ -127,7 +127,7 @@ class _SSLProtocol(_zloop.TLSProtocolState, sslproto.SSLProtocol):
         # A context's own sslobject_class keeps its methods.
         sslobj = self._sslobj
         self._tls_object = sslobj._sslobj if type(sslobj) is _ssl.SSLObject else sslobj
-        # The record path's objects (tls.zig), or None where it does not run.
+        # The record path's objects (transport/tls.zig), or None where it does not run.
         self._records = _records(loop, self._sslcontext, sslobj, self._incoming, self._outgoing)
 
     def get_buffer(self, n):
@@ -306,7 +306,7 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
     bytes on a wrapped connection with nothing queued and the raw
     transport taking data runs asyncio's ``write()``, ``_write_appdata()``,
     ``_do_write()`` and ``_process_outgoing()`` as one step: natively on
-    the record path (tls.zig), else in one frame (``_write_py``), the same
+    the record path (transport/tls.zig), else in one frame (``_write_py``), the same
     steps in the same order. When the TLS object takes only a part, the
     rest goes through asyncio's ``_do_write()``, which keeps writing; when
     it takes nothing (``SSLWantReadError``), the rest stays queued, as
@@ -343,14 +343,14 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
             proto._fatal_error(ex, "Fatal error on SSL protocol")
 
 
-# The record path (tls.zig): None until the first TLS connection sets it
+# The record path (transport/tls.zig): None until the first TLS connection sets it
 # up, then whether it runs and, where it does not, why.
 _records_on = None
 _records_off_why = None
 
 
 def records_path():
-    """``("native", None)`` where TLS records run natively (tls.zig), else
+    """``("native", None)`` where TLS records run natively (transport/tls.zig), else
     ``("python", why)``; None before the first TLS connection."""
     if _records_on is None:
         return None

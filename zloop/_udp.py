@@ -4,7 +4,7 @@ asyncio's semantics (``base_events.create_datagram_endpoint``,
 ``selector_events._SelectorDatagramTransport``).
 
 The transport's I/O is native (``_zloop.DatagramTransportCore``,
-src/python/datagram.zig): ``sendto`` tries the socket first and queues only
+src/python/transport/datagram.zig): ``sendto`` tries the socket first and queues only
 what the socket refuses; readiness receives straight into a ``bytes``.
 """
 

@@ -44,7 +44,7 @@ fn sockFd(_: ?*Obj, sock: ?*Obj) callconv(.c) ?*Obj {
     return borrowed.fileno(sock.?);
 }
 
-/// `_trims()`: how many times a loop gave freed memory back (trim.zig).
+/// `_trims()`: how many times a loop gave freed memory back (loop/trim.zig).
 fn trims(_: ?*Obj, _: ?*Obj) callconv(.c) ?*Obj {
     return c.PyLong_FromUnsignedLong(trim.trims.load(.monotonic));
 }

@@ -67,7 +67,7 @@ pub const Handle = struct {
     weakreflist: ?*Obj,
     /// For an fd handle (`sock`, or `io` made by `_add_reader_for`): the
     /// object its fd came from, a socket or file object user code may close
-    /// behind the loop's back (owned; see borrowed.zig). Null: nothing to
+    /// behind the loop's back (owned; see transport/borrowed.zig). Null: nothing to
     /// ask (a plain add_reader's fd is the caller's to keep open).
     owner: ?*Obj,
     node: core.Callback,

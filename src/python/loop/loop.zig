@@ -42,13 +42,13 @@ pub const Loop = struct {
     /// `loop._task_factory` (None: asyncio.Task).
     task_factory: ?*Obj,
     /// The stream transports' read buffer, one per loop (see
-    /// transport/read.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
+    /// transport/stream/read.zig's `readReady`): a `bytes` of `read_spare_bytes`, or
     /// null while handed to a protocol.
     read_spare: ?*Obj,
-    /// The buffer small reads are lent in (transport/read.zig's
+    /// The buffer small reads are lent in (transport/stream/read.zig's
     /// `readLent`): a `bytes` of `read_lent_bytes`, or null while lent.
     read_lent: ?*Obj,
-    /// The buffers native receives land in (io_uring; see recvpool.zig):
+    /// The buffers native receives land in (io_uring; see transport/recvpool.zig):
     /// empty until a transport first reads that way, freed after the
     /// reactor.
     recv_pool: recvpool.Pool,
@@ -1169,7 +1169,7 @@ fn traverse(self: ?*Obj, visit: c.visitproc, arg: ?*anyopaque) callconv(.c) c_in
     var i: usize = 0;
     while (i < q.len) : (i += 1) {
         const cb = q.items[(q.head + i) & (q.items.len - 1)];
-        // A queued transport (its I/O, see transport_methods.zig) is not
+        // A queued transport (its I/O, see transport/methods.zig) is not
         // the loop's to report.
         if (!handle.isHandleNode(cb)) continue;
         const rc = visit.?(handle.ownerOf(cb), arg);

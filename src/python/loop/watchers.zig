@@ -1,7 +1,7 @@
 //! Which reactor watchers belong to native transports, and how each kind
 //! leaves the reactor when its loop closes. `loop.zig` asks here (not each
 //! transport file) so a new kind of native transport registers in one place.
-//! Each transport file's `object` (transport_object.zig) answers for its
+//! Each transport file's `object` (transport/object.zig) answers for its
 //! kind. A child
 //! watch's pidfd (`_watch_child` on Linux: the reactor registers it in the
 //! watcher table) counts as one too: it is no add_reader watcher.

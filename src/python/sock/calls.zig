@@ -4,7 +4,7 @@
 //! socket, tries the syscall and returns the result at once when the socket
 //! is ready: no coroutine object, no frame, no future. Only when the socket
 //! would block does it wait, on a future from `LoopCore._sock_wait` with
-//! the ready callbacks of `sockops.zig`, yielding that future the way
+//! the ready callbacks of `ready.zig`, yielding that future the way
 //! `await fut` does (through the future's own iterator). If the wait ends
 //! with an exception (cancelled, thrown in) or the coroutine is closed or
 //! collected while waiting, the fd stops being watched (`_sock_cancel`), as
@@ -53,7 +53,7 @@ const Names = struct {
 var names: Names = undefined;
 
 /// `ssl.SSLSocket` (null without the ssl module). A socket of exactly
-/// `socket.socket` (accept.zig looks it up) needs no isinstance walk.
+/// `socket.socket` (transport/accept.zig looks it up) needs no isinstance walk.
 var ssl_socket_type: ?*Obj = null;
 /// `_zloop._sock_recv_ready` and `_zloop._sock_sendall_ready`.
 var recv_ready: ?*Obj = null;

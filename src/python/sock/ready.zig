@@ -1,5 +1,5 @@
 //! Native readiness callbacks for the `sock_*` coroutines. `zloop._net`
-//! (or, for sock_recv and sock_sendall, `sockcall.zig`) tries the syscall
+//! (or, for sock_recv and sock_sendall, `calls.zig`) tries the syscall
 //! first and, when it would block, installs one of these
 //! with `LoopCore._sock_wait` (args: the future, the fd, the socket, ...):
 //! the syscall then runs here, when the fd is ready, and completes the

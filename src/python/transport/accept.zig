@@ -12,7 +12,7 @@
 //! A server's acceptor serves natively (`_serve_natively`): outside debug
 //! mode, each connection's protocol comes from the server's factory and
 //! its transport from `transport.serve`, with no socket object and no
-//! Python call but the factory (see transport/serve.zig).
+//! Python call but the factory (see transport/stream/serve.zig).
 //!
 //! Errors follow `selector_events.BaseSelectorEventLoop._accept_connection`:
 //! EAGAIN ends the batch; EINTR and ECONNABORTED (a peer that reset before
@@ -24,10 +24,10 @@
 //! `_callback_error`, as asyncio's escapes its reader callback into the
 //! loop's exception handler. KeyboardInterrupt and SystemExit abort the loop.
 //!
-//! Lifecycle as `transport.zig`'s: a started acceptor holds a reference to
+//! Lifecycle as `stream.zig`'s: a started acceptor holds a reference to
 //! itself on the reactor's behalf, dropped by `_close()` (server.close()) or
 //! by the loop's close (`loopClosing`). Its watcher counts as a transport's
-//! (watchers.zig), so `add_reader` on a served listener raises RuntimeError
+//! (loop/watchers.zig), so `add_reader` on a served listener raises RuntimeError
 //! where asyncio would replace the accept reader.
 const std = @import("std");
 const core = @import("core");
@@ -77,7 +77,7 @@ pub const Acceptor = struct {
     listener: transport.Listener,
     /// The user's listening socket (`create_server(sock=)`; owned), or
     /// null for one the loop made. As a stream transport's user socket
-    /// (transport.zig's `Inner.sock_owner`), asked for its fd before each
+    /// (stream.zig's `Inner.sock_owner`), asked for its fd before each
     /// accept and registration: once user code closed it, the acceptor
     /// never accepts on the number (another listener's, perhaps), and on
     /// io_uring nothing in the ring keeps the listener open.
@@ -125,7 +125,7 @@ pub fn ownerOfWatcher(w: *core.IoWatcher) *Obj {
     return py.obj(a);
 }
 
-/// loop.zig's `evictStale`: another watcher wants the fd, and the user's
+/// loop/loop.zig's `evictStale`: another watcher wants the fd, and the user's
 /// listening socket no longer stands for it: the acceptor leaves the
 /// reactor, quietly (asyncio's accept reader would never run again for a
 /// closed listener either). Never fails.

@@ -11,8 +11,8 @@
 //! Semantics follow `selector_events._SelectorDatagramTransport`: socket
 //! errors (ICMP port unreachable on a connected socket...) go to
 //! `protocol.error_received(exc)` and the transport stays open; any other
-//! exception is fatal. Layout and lifecycle are those of `transport.zig`
-//! (`transport_object.zig`): the type derives from
+//! exception is fatal. Layout and lifecycle are those of `stream.zig`
+//! (`object.zig`): the type derives from
 //! `asyncio.DatagramTransport`; an attached transport holds a reference to
 //! itself on the reactor's behalf, dropped by `_detach`.
 const std = @import("std");
@@ -82,7 +82,7 @@ pub const Inner = struct {
     /// `remote_addr` as given (owned), or null.
     address: ?*Obj = null,
     /// The user's socket (`create_datagram_endpoint(sock=)`; owned), or
-    /// null for the loop's own: as the stream transport's (transport.zig's
+    /// null for the loop's own: as the stream transport's (stream.zig's
     /// `Inner.sock_owner`), asked for its fd before each system call.
     sock_owner: ?*Obj = null,
     /// 3.13 sends empty datagrams; 3.11 and 3.12 drop them.

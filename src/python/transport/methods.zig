@@ -1,4 +1,4 @@
-//! What the stream transport (transport.zig) and the datagram transport
+//! What the stream transport (stream.zig) and the datagram transport
 //! (datagram.zig) share word for word: how readiness reaches them (queued
 //! behind the ready callbacks, `onReady`), the write-buffer limits and
 //! pausing/resuming reading. `transport_object.Object(M)` instantiates
@@ -78,7 +78,7 @@ pub fn Methods(comptime M: type) type {
             py.decref(py.obj(in.owner));
         }
 
-        /// loop.zig's `evictStale`: another watcher wants the fd, and the
+        /// loop/loop.zig's `evictStale`: another watcher wants the fd, and the
         /// user's socket this transport works on no longer stands for it
         /// (`Inner.sysFd`). The transport leaves the reactor now and fails
         /// as its next system call would (`M.failGone`). False with the

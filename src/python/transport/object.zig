@@ -1,12 +1,12 @@
 //! The Python object both native transports are, the stream transport
-//! (transport.zig) and the datagram transport (datagram.zig): its layout
+//! (stream.zig) and the datagram transport (datagram.zig): its layout
 //! under an asyncio base class, the type made from a spec, its GC slots,
 //! joining and leaving the reactor, the hand-over of connection_lost, and
-//! the getters of the fields both have. `transport_methods.zig` holds the
+//! the getters of the fields both have. `methods.zig` holds the
 //! transport methods both share; this file holds the object around them.
 //!
 //! Each file instantiates `Object(@This())`. Besides what
-//! transport_methods.zig asks of it, the file provides `Transport`
+//! methods.zig asks of it, the file provides `Transport`
 //! (`Layout(Inner)`, or an extern struct that starts with its fields and
 //! adds its own: checked below), `Inner` with `conn_lost`,
 //! `protocol_paused`, `attached`, and `context`, `sock_owner` and `limits`
@@ -109,7 +109,7 @@ fn initNames() void {
     };
 }
 
-/// A transport's place in the loop's ready queue (transport_methods.zig).
+/// A transport's place in the loop's ready queue (methods.zig).
 pub const IoQueued = transport_methods.IoQueued;
 
 /// `_setup`'s loop and fd, checked as both transports check them.
@@ -133,7 +133,7 @@ pub fn Object(comptime M: type) type {
         }
     }
     return struct {
-        /// The transport methods both share (transport_methods.zig).
+        /// The transport methods both share (methods.zig).
         pub const methods = transport_methods.Methods(M);
 
         pub var type_obj: ?*c.PyTypeObject = null;

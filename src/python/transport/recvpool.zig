@@ -2,7 +2,7 @@
 //! `provideRecvBuffer`): each is a `bytes` object whose payload the kernel
 //! receives into, so what arrived reaches `data_received` with no copy and
 //! no allocation, as the lent buffer does on a readiness backend
-//! (transport/read.zig's `readLent`). A buffer id is either in the kernel's ring
+//! (transport/stream/read.zig's `readLent`). A buffer id is either in the kernel's ring
 //! (its object held here) or handed out with a `recv` event (taken: its
 //! slot here is empty until `give` or `refill`).
 //!

@@ -21,7 +21,7 @@
 //!               the teardown after connection_lost
 //!   attrs.zig   get_extra_info and the attributes asyncio's transports keep
 //! The object, its type (derived from `asyncio.Transport`) and what both
-//! native transports share of it live in `transport_object.zig`.
+//! native transports share of it live in `object.zig`.
 //!
 //! Lifecycle (as `selector_events._SelectorSocketTransport`):
 //!   _setup -> (call_soon) connection_made -> (call_soon) _start_reading
@@ -75,7 +75,7 @@ pub const Transport = extern struct {
     /// `Inner.lazy`). Null once the connection is lost.
     sock: ?*Obj,
     /// The server's `ServerConnections` while it counts this connection,
-    /// and this transport's place in its list (server.zig).
+    /// and this transport's place in its list (connections.zig).
     conns: ?*Obj,
     conn_prev: ?*Transport,
     conn_next: ?*Transport,

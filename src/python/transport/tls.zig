@@ -411,7 +411,7 @@ const Delivered = enum { done, raised, caught };
 /// receive, the one this thread lends (`lent`), handed to
 /// `data_received()` with its size set to what arrived and taken back when
 /// the application kept no reference (no allocation and no free a record;
-/// as transport/read.zig's lent buffer for plain reads); else one of its
+/// as transport/stream/read.zig's lent buffer for plain reads); else one of its
 /// own. A connection whose application keeps what it is given gets its
 /// own from then on (`keeps_data`), so that it never holds a lent buffer
 /// for a short message more than once.

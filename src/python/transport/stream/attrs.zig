@@ -4,7 +4,7 @@
 //! extra info and its socket object on first use (`Lazy`, `makeExtra`).
 //! Also `_set_protocol`, `_set_context` and the finalizer's warning.
 //!
-//! The object, its plumbing and its public surface are transport.zig's.
+//! The object, its plumbing and its public surface are transport/stream.zig's.
 const py = @import("../../capi/py.zig");
 const c = py.c;
 const Obj = py.Obj;
@@ -73,7 +73,7 @@ fn socketObject(t: *Transport) ?*Obj {
 /// (`sys.sock_nonblock` is 0: macOS, the BSDs, the portable path),
 /// `setblocking(False)` gives the socket object the timeout 0 the flag
 /// gives it elsewhere (the fd itself is non-blocking already), as
-/// accept.zig's `wrapSocket` does.
+/// transport/accept.zig's `wrapSocket` does.
 fn newSocket(family: u16, sock_type: i32, proto: i32, fd: i32) ?*Obj {
     const cls = served.classes.?;
     const family_obj = c.PyLong_FromLong(family) orelse return null;

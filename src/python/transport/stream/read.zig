@@ -2,12 +2,12 @@
 //! readiness (`dispatch`: native receives first, then a readable event,
 //! then a writable one, which write.zig handles), native receives on
 //! io_uring (`onRecv`: the kernel receives into the loop's buffers,
-//! recvpool.zig, and `deliverRx` hands them on), and the reads of the
+//! transport/recvpool.zig, and `deliverRx` hands them on), and the reads of the
 //! readiness path: into the loop's lent buffer or its spare for
 //! `data_received`, into the protocol's buffer for a `BufferedProtocol`
 //! (`readBuffered`), and the peer's EOF (`readEof`).
 //!
-//! The object, its plumbing and its public surface are transport.zig's.
+//! The object, its plumbing and its public surface are transport/stream.zig's.
 const std = @import("std");
 const core = @import("core");
 const py = @import("../../capi/py.zig");
@@ -128,7 +128,7 @@ pub fn captureContext(in: *Inner) bool {
 // ------------------------------------------------------ native receives
 
 /// The reactor's `recv` event (io_uring; see `Inner.w.recv`): the kernel
-/// received into one of the loop's buffers (recvpool.zig). Queued in order
+/// received into one of the loop's buffers (transport/recvpool.zig). Queued in order
 /// with the transport, as `shared.onReady` queues readiness, and delivered
 /// by `deliverRx`.
 pub fn onRecv(in: *Inner, rv: core.Recv) core.RunError!void {
@@ -631,7 +631,7 @@ fn getBuffer(t: *Transport, view: *c.Py_buffer) core.RunError!bool {
 }
 
 /// `protocol.buffer_updated(n)`; for zloop's TLS protocol, the record
-/// path (tls.zig) where it runs.
+/// path (transport/tls.zig) where it runs.
 fn bufferUpdated(t: *Transport, n: usize) core.RunError!void {
     if (t.inner.?.fixed_buffer) |fixed| {
         var view: c.Py_buffer = undefined;

@@ -1,11 +1,11 @@
 //! Served connections: a server's transports made natively (`serve`, for
-//! accept.zig), with no socket object and no Python call; the
+//! transport/accept.zig), with no socket object and no Python call; the
 //! transport's own step in the ready queue (connection_made then reading,
 //! or `_call_connection_lost`); and the teardown after connection_lost
 //! (`letGo`: the reactor, the socket, the protocol, the server's count).
 //! `installNet` takes the Python classes a served connection is made of.
 //!
-//! The object, its plumbing and its public surface are transport.zig's.
+//! The object, its plumbing and its public surface are transport/stream.zig's.
 const std = @import("std");
 const core = @import("core");
 const py = @import("../../capi/py.zig");
@@ -71,7 +71,7 @@ pub fn isTransport(o: *Obj) bool {
     return c.PyObject_TypeCheck(o, object.type_obj.?) != 0;
 }
 
-/// What a served connection takes from its listener (accept.zig).
+/// What a served connection takes from its listener (transport/accept.zig).
 pub const Listener = struct {
     /// `socket.socket(family, type, proto, fileno)` arguments of an
     /// accepted socket: the listener's own (`type` with SOCK_NONBLOCK, so

@@ -6,7 +6,7 @@
 //! loop.sendfile(), and write flow control, write_eof(), close() and
 //! abort() act on what waits to be sent.
 //!
-//! The object, its plumbing and its public surface are transport.zig's.
+//! The object, its plumbing and its public surface are transport/stream.zig's.
 const std = @import("std");
 const core = @import("core");
 const py = @import("../../capi/py.zig");
