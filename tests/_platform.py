@@ -364,10 +364,12 @@ def max_datagram(family):
                     sender.sendto(bytes(size), to)
                     low = size
                 except OSError as exc:
-                    if exc.errno != errno.EMSGSIZE and not _refused(exc):
-                        raise
                     if exc.errno == errno.EMSGSIZE:
                         high = size - 1
+                    elif _refused(exc):  # a full receiver: the size itself went
+                        low = size
+                    else:
+                        raise
                 _drain(receiver)
         _socket_facts[key] = low
     return _socket_facts[key]
