@@ -48,9 +48,10 @@
  *    today is over 96 MiB; :2245 otherwise). Under FreeBSD's rules a new
  *    UDP socket's Linux buffer is set so that it holds about as much:
  *    Linux charges a datagram its buffer's true size, about twice the
- *    payload of one of 1 KiB or more (measured on loopback: 4 datagrams
- *    of 9216 bytes, 37 of 1 KiB in twice 42080), where FreeBSD's
- *    sbappendaddr charges the payload and the address (4 and 40).
+ *    payload of one of 1 KiB or more (measured on loopback, in twice
+ *    42080: 5 datagrams of 9216 bytes, 36 of 1 KiB, 9 of 4000), where
+ *    FreeBSD's sbappendaddr charges the payload and the address (4, 40,
+ *    10); small ones Linux holds fewer of (101 of 100 bytes, not 328).
  * 5. An AF_UNIX datagram is capped: macOS at the send buffer, 2048 bytes
  *    unless SO_SNDBUF raises it (XNU bsd/kern/uipc_usrreq.c:962,
  *    unpdg_sendspace, "really max datagram size", checked by sosendcheck
