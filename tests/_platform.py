@@ -9,13 +9,16 @@ On Linux the answers come from /proc where it is mounted; the kqueue lane of
 used on Linux too.
 """
 
+import contextlib
 import errno
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -304,6 +307,157 @@ def short_temp_dir():
     (pytest's own, under macOS's long $TMPDIR, may not). The caller
     removes it."""
     return tempfile.mkdtemp(prefix="zl-", dir="/tmp")
+
+
+# ------------------------------------------------- what socket calls answer
+
+_socket_facts = {}
+
+
+@contextlib.contextmanager
+def _datagram_pair(family):
+    """(receiver, sender, address): a receiver of ``family`` ("udp": IPv4
+    on loopback; "unix": bound under a short temporary directory) and an
+    unconnected, non-blocking sender."""
+    with contextlib.ExitStack() as stack:
+        if family == "udp":
+            receiver = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+            receiver.bind(("127.0.0.1", 0))
+            sender = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        else:
+            directory = short_temp_dir()
+            stack.callback(shutil.rmtree, directory, ignore_errors=True)
+            receiver = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+            receiver.bind(os.path.join(directory, "r"))
+            sender = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+        receiver.setblocking(False)
+        sender.setblocking(False)
+        yield receiver, sender, receiver.getsockname()
+
+
+def _drain(sock):
+    try:
+        while True:
+            sock.recv(1 << 20)
+    except OSError:
+        pass
+
+
+def _refused(exc):
+    # A full receiver: Linux's EAGAIN, macOS's and FreeBSD's ENOBUFS.
+    return exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS)
+
+
+def max_datagram(family):
+    """The longest datagram a send of ``family`` ("udp" or "unix") takes
+    here, in bytes; longer ones fail with EMSGSIZE. Linux: 65507 (UDP
+    over IPv4), about the send buffer (AF_UNIX); macOS and FreeBSD: 9216
+    (UDP: net.inet.udp.maxdgram), 2 KiB and 8 KiB (AF_UNIX). Found by
+    bisection on a fresh pair of sockets."""
+    key = ("max", family)
+    if key not in _socket_facts:
+        with _datagram_pair(family) as (receiver, sender, to):
+            low, high = 1, 1 << 20
+            while low < high:
+                size = (low + high + 1) // 2
+                try:
+                    sender.sendto(bytes(size), to)
+                    low = size
+                except OSError as exc:
+                    if exc.errno == errno.EMSGSIZE:
+                        high = size - 1
+                    elif _refused(exc):  # a full receiver: the size itself went
+                        low = size
+                    else:
+                        raise
+                _drain(receiver)
+        _socket_facts[key] = low
+    return _socket_facts[key]
+
+
+def datagram_room(family):
+    """(count, bytes): how many datagrams of ``family``, and how many bytes
+    of them, a fresh receiver holds unread before the kernel refuses or
+    drops more. AF_UNIX: measured, by sending until the sender is refused
+    (Linux: EAGAIN at net.unix.max_dgram_qlen datagrams, 10 by default, or
+    at the sender's buffer; macOS and FreeBSD: ENOBUFS at the receiver's
+    buffer, 4 KiB and 16 KiB), tiny datagrams for the count, the longest
+    for the bytes. UDP drops silently, and macOS's loopback may deliver
+    after sendto returns, so nothing is measured: the receive buffer's
+    size (SO_RCVBUF) in bytes, and no count (None)."""
+    key = ("room", family)
+    if key in _socket_facts:
+        return _socket_facts[key]
+    if family == "udp":
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            room = (None, s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+    else:
+        counts = []
+        for size in (1, max_datagram(family)):
+            with _datagram_pair(family) as (_, sender, to):
+                n = 0
+                try:
+                    while n < 100_000:
+                        sender.sendto(bytes(size), to)
+                        n += 1
+                except OSError as exc:
+                    if not _refused(exc):
+                        raise
+                    _socket_facts[("refusal", family)] = exc.errno
+                counts.append(n * size)
+        room = (counts[0], counts[1])
+    _socket_facts[key] = room
+    return room
+
+
+def reset_send_errno():
+    """The errno of the first send on a TCP socket whose peer reset it:
+    ECONNRESET on Linux (the send takes the reset), EPIPE on macOS and
+    FreeBSD (their sosend finds the socket unable to send before it looks
+    at the pending error, which the next receive gets)."""
+    if "reset_send" not in _socket_facts:
+        with contextlib.ExitStack() as stack:
+            listener = stack.enter_context(socket.socket())
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            client = stack.enter_context(socket.create_connection(listener.getsockname()))
+            served, _ = listener.accept()
+            served.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            served.close()
+            select.select([client], [], [], 10)  # the reset makes it readable
+            try:
+                client.send(b"x")
+                _socket_facts["reset_send"] = None
+            except OSError as exc:
+                _socket_facts["reset_send"] = exc.errno
+    return _socket_facts["reset_send"]
+
+
+def unix_peer_gone_errno():
+    """What a read on an AF_UNIX stream socket whose peer closed with data
+    unread gets: ECONNRESET on Linux (af_unix.c resets the survivor), None
+    (the end of the stream) on macOS and FreeBSD (their unp_detach
+    disconnects it with no error)."""
+    if "unix_gone" not in _socket_facts:
+        a, b = socket.socketpair()
+        with a:
+            a.send(b"unread")
+            b.close()
+            try:
+                a.recv(1)
+                _socket_facts["unix_gone"] = None
+            except OSError as exc:
+                _socket_facts["unix_gone"] = exc.errno
+    return _socket_facts["unix_gone"]
+
+
+def full_unix_receiver_errno():
+    """The errno of a non-blocking AF_UNIX datagram send to a receiver
+    that holds no more: EAGAIN on Linux (asyncio then queues the datagram
+    and pauses writing), ENOBUFS on macOS and FreeBSD (asyncio hands it to
+    error_received and the datagram is lost)."""
+    datagram_room("unix")
+    return _socket_facts[("refusal", "unix")]
 
 
 # ---------------------------------------------------------------- pollers

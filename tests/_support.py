@@ -2,7 +2,9 @@
 
 import asyncio
 import gc
+import importlib
 import os
+import re
 import sys
 import warnings
 
@@ -21,6 +23,32 @@ def rss_growth(before):
     for None."""
     now = rss_bytes()
     return None if before is None or now is None else now - before
+
+
+# Modules whose package has another name.
+_PACKAGE_OF = {"_cffi_backend": "cffi"}
+
+
+def _package_key(name):
+    return re.sub(r"[-_.]+", "-", _PACKAGE_OF.get(name, name)).lower()
+
+
+def needs(module, strict=False):
+    """``module``, imported. Where it cannot be, because a package the test
+    requirements pin could not be installed on this machine
+    (ZLOOP_TEST_UNAVAILABLE: tests/_install_requirements.py's lines), the
+    test skips, naming the package and why; otherwise it skips pointing at
+    tests/requirements.txt, or with ``strict`` fails on the ImportError."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        wanted = {_package_key(n.split(".")[0]) for n in (module, exc.name or module)}
+        for line in os.environ.get("ZLOOP_TEST_UNAVAILABLE", "").splitlines():
+            if _package_key(re.split(r"[=<>!~;: ]", line.strip(), maxsplit=1)[0]) in wanted:
+                pytest.skip(f"{module} needs {line.strip()}")
+        if strict:
+            raise
+        pytest.skip(f"{module} cannot be imported ({exc}): pip install -r tests/requirements.txt")
 
 
 def describe_fds(fds):
@@ -110,7 +138,7 @@ def tls_certificate(host="127.0.0.1"):
     without trustme."""
     import ssl
 
-    trustme = pytest.importorskip("trustme", reason="pip install -r tests/requirements.txt")
+    trustme = needs("trustme")
     ca = trustme.CA()
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)

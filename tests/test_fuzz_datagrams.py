@@ -3,11 +3,12 @@
 Each case is one seed. The seed draws the endpoints (a sender connected to
 the receiver or not, a receiver that echoes or not, a named or unnamed Unix
 sender), a script of operations for the sender (datagrams of every size up
-to 60 KiB as bytes, bytearray or memoryview, bursts, new write-buffer limits,
-``get_write_buffer_size``, naps), whether it keeps a window of
-unacknowledged bytes (every datagram must then arrive: the window is far
-below the receiver's socket buffer) or sends freely (datagrams may be
-dropped by the kernel), and how the endpoints end (``close`` or ``abort``).
+to 60 KiB, or the longest this machine sends, as bytes, bytearray or
+memoryview, bursts, new write-buffer limits, ``get_write_buffer_size``,
+naps), whether it keeps a window of unacknowledged datagrams (every one
+must then arrive: the window is well inside what a receiver holds here) or
+sends freely (datagrams may be dropped by the kernel, or refused with an
+``error_received``), and how the endpoints end (``close`` or ``abort``).
 The same seed runs on stock asyncio and on zloop; what is checked are the
 rules that hold on asyncio whatever the timing:
 
@@ -39,6 +40,7 @@ import pytest
 
 from _fuzz import seeds
 from _net import wait_for
+from _platform import datagram_room, max_datagram
 from _support import no_leaks  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.filterwarnings("error::ResourceWarning")
@@ -46,11 +48,21 @@ pytestmark = pytest.mark.filterwarnings("error::ResourceWarning")
 HOST = "127.0.0.1"
 _TIMEOUT = 20
 _HEADER = struct.Struct("!II")  # sequence number, crc32 of the body
-# A window well inside a loopback UDP socket's receive buffer (208 KiB by
-# default), which charges each datagram its buffer's true size (about
-# 1 KiB more than its payload), so the count is bounded too.
+# The window: at most this many datagrams and bytes unseen by the receiver,
+# or half of what a receiver holds here (datagram_room), whichever is less.
+# Linux's UDP receive buffer (208 KiB) charges each datagram its buffer's
+# true size (about 1 KiB more than its payload, up to twice that for large
+# ones); FreeBSD's holds 42080 bytes; macOS's AF_UNIX receiver 4 KiB, and
+# Linux's 10 datagrams (net.unix.max_dgram_qlen) before refusing more.
 _WINDOW_BYTES = 48 * 1024
 _WINDOW_DATAGRAMS = 32
+
+
+def _window(family):
+    """(datagrams, bytes) a windowed sender may have unseen by the receiver."""
+    count, room = datagram_room(family)
+    datagrams = _WINDOW_DATAGRAMS if count is None else max(1, min(_WINDOW_DATAGRAMS, count // 2))
+    return datagrams, min(_WINDOW_BYTES, room // 2)
 
 
 
@@ -135,12 +147,13 @@ class Endpoint(asyncio.DatagramProtocol):
         self.writing_paused = False
 
 
-def _body(rng):
+def _body(rng, longest):
+    """A datagram's body, its datagram no longer than ``longest``."""
     size = rng.choices(
         [rng.randint(0, 100), rng.randint(100, 4096), rng.randint(4096, 60 * 1024)],
         weights=[40, 40, 20],
     )[0]
-    return rng.randbytes(size)
+    return rng.randbytes(min(size, longest - _HEADER.size))
 
 
 def _as(rng, data):
@@ -161,20 +174,23 @@ def _limits(rng):
 
 
 class Sender:
-    def __init__(self, rng, end, target, windowed, receiver, echoes):
+    def __init__(self, rng, end, target, family, windowed, receiver, echoes):
         self.rng = rng
         self.end = end
         self.target = target  # None when connected
-        self.windowed = windowed
+        self.longest = max_datagram(family)
+        self.window = _window(family) if windowed else None
         self.receiver = receiver
         self.echoes = echoes
         self.sent = []  # sequence numbers sent
         self.sizes = {}
 
-    def send(self):
+    async def send(self):
         seq = len(self.sent)
-        body = _body(self.rng)
+        body = _body(self.rng, self.longest)
         data = _datagram(seq, body)
+        if self.window is not None:
+            await self.wait_window(len(data))
         self.sent.append(seq)
         self.sizes[seq] = len(data)
         tr = self.end.transport
@@ -189,10 +205,13 @@ class Sender:
         unseen = self.sent[seen + 1:]
         return len(unseen), sum(self.sizes[s] for s in unseen)
 
-    async def wait_window(self):
+    async def wait_window(self, size):
+        """Waits until a datagram of ``size`` bytes fits in the window (one
+        always goes when none is unseen)."""
+        datagrams, room = self.window
         while True:
-            count, size = self.outstanding()
-            if count < _WINDOW_DATAGRAMS and size < _WINDOW_BYTES:
+            count, unseen = self.outstanding()
+            if count == 0 or (count < datagrams and unseen + size <= room):
                 return
             self.receiver.arrived.clear()
             await wait_for(self.receiver.arrived.wait(), _TIMEOUT)
@@ -205,9 +224,7 @@ class Sender:
                              weights=[50, 8, 5, 5, 20, 5])[0]
             if op in ("send", "burst"):
                 for _ in range(1 if op == "send" else rng.randint(2, 60)):
-                    if self.windowed:
-                        await self.wait_window()
-                    self.send()
+                    await self.send()
             elif op == "limits":
                 limits = _limits(rng)
                 tr.set_write_buffer_limits(**limits)
@@ -271,7 +288,7 @@ async def _case(loop, family, path, seed):
     try:
         rtr, str_, target, saddr = await _endpoints(loop, family, path, rng, receiver, sender_end)
         echoes = sender_end if receiver.echo and saddr is not None else None
-        sender = Sender(rng, sender_end, target, windowed, receiver, echoes)
+        sender = Sender(rng, sender_end, target, family, windowed, receiver, echoes)
         await sender.run()
         if windowed:
             await sender.settle()

@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from _platform import watch_refusal
+from _platform import full_unix_receiver_errno, watch_refusal
 from _support import PY, ExportsOnce, no_leaks, rss_bytes, rss_growth, run_passes, yield_passes  # noqa: F401
 
 
@@ -642,6 +642,9 @@ def test_a_sock_call_on_a_socket_closed_while_it_waits_never_reaches_the_next_fi
     # loop: the old payload went to the new socket's peer (or, with a
     # transport as the newcomer, the transport failed: "File descriptor is
     # used by another watcher").
+    if case == "sock_sendto" and full_unix_receiver_errno() != errno.EAGAIN:
+        pytest.skip("this kernel refuses a datagram to a full Unix receiver (ENOBUFS) rather "
+                    "than making the sender wait: no sock_sendto waits")
     outcome = {}
 
     async def main():

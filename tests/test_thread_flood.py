@@ -11,13 +11,20 @@ callbacks wait (core.reactor.Posted), never while the loop cannot drain
 them: the other tests here block the loop's thread on the producers
 themselves.
 
-The bounds are generous on purpose (a loaded 2-core machine must pass
-them), and zloop's alone: asyncio's queue, and so its timers' lateness,
-have no bound but what each post costs (with eight producers on a loaded
-machine: 300,000 queued, a sleep 6.7 s late). What they catch is growth
-without bound: before the fix
-zloop queued 77,000 callbacks with one producer, 227,000 with two and
-twelve million with eight (5 GB, and not one sleep returned).
+The bounds are zloop's alone: asyncio's queue, and so its timers'
+lateness, have no bound but what each post costs (with eight producers on
+a loaded machine: 300,000 queued, a sleep 6.7 s late). The queue's is the
+one zloop gives whatever the scheduler does: at most `Posted.high` (plus
+one post per producer) while the loop runs callbacks, and `high` more for
+each producer each time the loop is found stalled, which takes an interval
+of `Posted.stall_ns` in which it ran no callback while the process got
+less than half that in CPU time (another process had the cores). The test
+counts such intervals itself, from each callback's run (`_Progress`): on
+a quiet machine there are none and the bound is `high`; on a loaded one,
+where eight producers once queued 77,826 callbacks, each adds its
+allowance. What it catches is growth while the loop is draining: before
+the fix zloop queued 77,000 callbacks with one producer, 227,000 with two
+and twelve million with eight (5 GB, and not one sleep returned).
 """
 
 import asyncio
@@ -32,9 +39,17 @@ from _support import build_backends, rss_bytes, rss_growth
 
 _SLEEP_S = 0.05
 _SLEEPS = 5
-# Ready callbacks a loop may hold per producer thread: stock asyncio peaks
-# at about 3,000 with one, 6,000 with two and 45,000-75,000 with eight.
-_BACKLOG_PER_PRODUCER = 25_000
+# zloop's back-pressure (src/core/reactor.zig, Posted): producers wait
+# while more than HIGH posted callbacks are queued; a loop that ran no
+# callback for STALL_S while the process was mostly idle is taken for
+# stalled; a wait lasts at most WAIT_S. (Stock asyncio peaks at about 3,000
+# queued with one producer, 6,000 with two, 45,000-75,000 with eight.)
+_HIGH = 4096
+_STALL_S = 0.005
+_WAIT_S = 0.05
+# The test's own ready handles beside the posted ones: its task's step and
+# its sleep's timer.
+_OWN = 2
 # How late any one sleep may return (asyncio: up to 0.8 s with eight).
 _LATE_S = 5.0
 _RSS_GROWTH = 64 << 20
@@ -50,6 +65,35 @@ def _ready_count(loop):
     return counts()[0] if counts is not None else len(loop._ready)
 
 
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+class _Progress:
+    """Counts the intervals between two callbacks the loop ran in which
+    zloop may have found it stalled, each as many times as the stall
+    interval fits in it: an interval of STALL_S or more in which the
+    process may have used less than half of STALL_S in CPU time (what it
+    used in the rest of the interval is at most the cores' share). `tick`
+    is the flood's callback; the test's own pass calls it too."""
+
+    def __init__(self):
+        self.cores = _cores()
+        self.stalls = 0
+        self.last = time.monotonic()
+        self.last_cpu = time.process_time()
+
+    def tick(self):
+        now, cpu = time.monotonic(), time.process_time()
+        gap = now - self.last
+        if gap >= _STALL_S and cpu - self.last_cpu < _STALL_S / 2 + self.cores * (gap - _STALL_S):
+            self.stalls += int(gap / _STALL_S)
+        self.last, self.last_cpu = now, cpu
+
+
 @pytest.fixture(params=["default", *build_backends()[1:]])
 def backend(request, loop_name, monkeypatch):
     """The zloop backend the loop is made on (asyncio has just the one):
@@ -63,20 +107,22 @@ def backend(request, loop_name, monkeypatch):
 
 
 class _Flood:
-    """`n` threads posting no-op callbacks to `loop` until stopped."""
+    """`n` threads posting `callback` (a no-op) to `loop` until stopped."""
 
-    def __init__(self, loop, n):
+    def __init__(self, loop, n, callback=_noop):
         self.loop = loop
+        self.callback = callback
         self.stopped = threading.Event()
         self.posted = [0] * n
         self.threads = [threading.Thread(target=self._post, args=(i,), daemon=True) for i in range(n)]
 
     def _post(self, i):
         post = self.loop.call_soon_threadsafe
+        callback = self.callback
         count = 0
         try:
             while not self.stopped.is_set():
-                post(_noop)
+                post(callback)
                 count += 1
         except RuntimeError:  # the loop closed under us: not expected
             pass
@@ -100,22 +146,34 @@ def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, l
     try:
         before = rss_bytes()
         late = []
-        peak = 0
+        peak = (0, 0)  # (queued, what zloop bounds it by then)
+        worst = None  # the pass whose queue most exceeded its bound
+
+        def bound(started):
+            waits = int((time.monotonic() - started) / _WAIT_S) + 1
+            return _OWN + _HIGH + producers * (1 + waits + _HIGH * progress.stalls)
 
         async def main():
-            nonlocal peak
+            nonlocal peak, worst
             # Started from the running loop, as the threads of a running
             # program are (before it runs, posting is never held back).
+            started = time.monotonic()
             with flood:
                 for _ in range(_SLEEPS):
                     start = loop.time()
                     sleeping = asyncio.ensure_future(asyncio.sleep(_SLEEP_S))
                     while not sleeping.done():  # a look at the queue every pass
-                        peak = max(peak, _ready_count(loop))
+                        progress.tick()
+                        queued, allowed = _ready_count(loop), bound(started)
+                        peak = max(peak, (queued, allowed))
+                        if queued > allowed and (worst is None or queued - allowed > worst[0]):
+                            worst = (queued - allowed, queued, allowed, progress.stalls)
                         await asyncio.sleep(0)
                     late.append(loop.time() - start - _SLEEP_S)
 
-        flood = _Flood(loop, producers)
+        progress = _Progress()
+        # (asyncio's queue has no bound to check: its callbacks stay no-ops.)
+        flood = _Flood(loop, producers, progress.tick if loop_name == "zloop" else _noop)
         loop.run_until_complete(main())
         grown = rss_growth(before)  # None where RSS cannot be read
         loop.run_until_complete(asyncio.sleep(0))  # what the producers left
@@ -129,7 +187,8 @@ def test_timers_stay_on_time_and_the_queue_bounded_under_a_flood(loop_factory, l
         # producers have queued 300,000 (3.15) and made a sleep 6.7 s late
         # (3.13).
         assert max(late) < _LATE_S, late
-        assert peak < _BACKLOG_PER_PRODUCER * producers, peak
+        # (queued beyond the bound, queued, bound, stalls counted so far)
+        assert worst is None, (worst, peak)
         assert grown is None or grown < _RSS_GROWTH, grown
 
 

@@ -12,6 +12,7 @@ expected results.
 """
 
 import asyncio
+import ctypes
 import random
 import socket
 import ssl
@@ -408,17 +409,115 @@ def test_the_layout_check_refuses_what_it_cannot_confirm(zloop_module):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     probe = ctx.wrap_bio(incoming, outgoing, server_hostname="zloop.invalid")
-    why = _zloop._tls_setup({}, probe._sslobj, incoming, outgoing, _tls._WRAPPED)
+    why = _zloop._tls_setup({}, probe._sslobj, incoming, outgoing, _tls._WRAPPED,
+                            ssl.OPENSSL_VERSION_NUMBER)
     assert why.startswith("OpenSSL function ") and why.endswith(" not found")
-    import ctypes
     import sys
 
     library = ctypes.CDLL(getattr(sys.modules["_ssl"], "__file__", None))
-    functions = {name: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
-                 for name in _zloop._TLS_FUNCTIONS}
-    why = _zloop._tls_setup(functions, probe._sslobj, outgoing, incoming, _tls._WRAPPED)
+    why = _zloop._tls_setup(_ssl_functions(library), probe._sslobj, outgoing, incoming, _tls._WRAPPED,
+                            ssl.OPENSSL_VERSION_NUMBER)
     assert why == "_ssl's layout is not the one known"
     assert _zloop._tls_records(object(), incoming, outgoing) is None
+
+
+def _ssl_functions(library):
+    from zloop import _zloop
+
+    return {name: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+            for name in _zloop._TLS_FUNCTIONS}
+
+
+@pytest.mark.zloop_only
+def test_functions_of_another_openssl_version_are_refused_before_use(zloop_module):
+    # The version is asked before any function is handed one of _ssl's
+    # objects: another OpenSSL's may read them at other offsets.
+    import sys
+
+    from zloop import _tls, _zloop
+
+    library = ctypes.CDLL(getattr(sys.modules["_ssl"], "__file__", None))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    probe = ctx.wrap_bio(incoming, outgoing, server_hostname="zloop.invalid")
+    args = (_ssl_functions(library), probe._sslobj, incoming, outgoing, _tls._WRAPPED)
+    why = _zloop._tls_setup(*args, ssl.OPENSSL_VERSION_NUMBER + 1)
+    assert why == "the OpenSSL found is not the one _ssl uses (another version)"
+    assert _zloop._tls_setup(*args, ssl.OPENSSL_VERSION_NUMBER) is None
+
+
+# A TLS echo on zloop in a fresh interpreter whose _ssl looks built in (no
+# __file__: zloop._tls then looks OpenSSL up in the whole process, as on
+# python-build-standalone), with _ssl's libssl made global, or a second
+# copy of it (another file, the same version) loaded global first, as a
+# wheel's bundled OpenSSL would be.
+_BUILT_IN_SSL = """
+import asyncio, ctypes, os, shutil, ssl, sys, trustme, zloop
+from zloop import _tls
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+ssl_ext = sys.modules["_ssl"]
+found = ctypes.cast(ctypes.CDLL(ssl_ext.__file__).SSL_read, ctypes.c_void_p)
+info = DlInfo()
+assert ctypes.CDLL(None).dladdr(found, ctypes.byref(info)), "dladdr"
+libssl = info.fname.decode()
+if sys.argv[1] == "copy":
+    copy = os.path.join(sys.argv[2], "libssl-copy.so")
+    shutil.copyfile(libssl, copy)
+    ctypes.CDLL(copy, mode=ctypes.RTLD_GLOBAL)
+else:
+    ctypes.CDLL(libssl, mode=ctypes.RTLD_GLOBAL)
+del ssl_ext.__file__
+
+ca = trustme.CA()
+server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+client_ctx = ssl.create_default_context()
+ca.configure_trust(client_ctx)
+
+async def echo(reader, writer):
+    writer.write(await reader.readexactly(5))
+    await writer.drain()
+    writer.close()
+
+async def main():
+    server = await asyncio.start_server(echo, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx)
+    writer.write(b"hello")
+    assert await reader.readexactly(5) == b"hello"
+    writer.close()
+    server.close()
+    await server.wait_closed()
+
+zloop.run(main())
+print("PATH", _tls.records_path())
+"""
+
+
+@pytest.mark.zloop_only
+@pytest.mark.parametrize("other", ["own", "copy"])
+def test_a_built_in_ssl_never_takes_another_openssl(zloop_module, other, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux") or not getattr(sys.modules["_ssl"], "__file__", None):
+        pytest.skip("simulates a built-in _ssl with glibc's loader, from an _ssl extension")
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(zloop_module.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, "-c", _BUILT_IN_SSL, other, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    if other == "own":  # _ssl's own OpenSSL, found through the process
+        assert "PATH ('native', None)" in out.stdout
+    else:  # the echo ran, on asyncio's Python path
+        assert ("PATH ('python', 'the OpenSSL found is not the one _ssl uses (another copy)')"
+                in out.stdout)
 
 
 @pytest.mark.zloop_only

@@ -359,7 +359,10 @@ def records_path():
 
 def _setup_records():
     """Finds OpenSSL's functions in the library CPython's ``_ssl`` loaded
-    and has the native side confirm ``_ssl``'s layout on a live object."""
+    (in the whole process where ``_ssl`` is built into the interpreter,
+    which another library may have loaded a second OpenSSL into) and has
+    the native side confirm that they are ``_ssl``'s own OpenSSL's, and
+    ``_ssl``'s layout, on a live object."""
     if os.environ.get("ZLOOP_TLS_RECORDS", "native") == "python":
         return "ZLOOP_TLS_RECORDS=python"
     try:
@@ -384,7 +387,8 @@ def _setup_records():
     probe = context.wrap_bio(incoming, outgoing, server_hostname="zloop.invalid")
     if type(probe) is not _ssl.SSLObject:
         return "ssl.SSLContext.sslobject_class is not ssl.SSLObject"
-    return _zloop._tls_setup(functions, probe._sslobj, incoming, outgoing, _WRAPPED)
+    return _zloop._tls_setup(functions, probe._sslobj, incoming, outgoing, _WRAPPED,
+                             _ssl.OPENSSL_VERSION_NUMBER)
 
 
 def _records(loop, context, sslobj, incoming, outgoing):

@@ -15,9 +15,15 @@
 //! Both call OpenSSL on the very `SSL` and `BIO` objects that the
 //! connection's `ssl.SSLObject` and `ssl.MemoryBIO`s own, through the
 //! functions of the OpenSSL that CPython's `_ssl` module loaded (their
-//! addresses found by `zloop._tls` with ctypes: no link dependency, never a
-//! second OpenSSL). Where those objects' layout could not be confirmed on a
-//! live connection at setup (`setup`), or the connection is not in its
+//! addresses found by `zloop._tls` with ctypes: no link dependency). Those
+//! must be that very OpenSSL, never a second one some other library
+//! loaded: where `_ssl` is built into the interpreter, the lookup searches
+//! the whole process. Setup refuses functions of another version (their
+//! `OpenSSL_version_num()` against `ssl.OPENSSL_VERSION_NUMBER`, asked
+//! before any of them touches `_ssl`'s objects) or of another copy of the
+//! same version (the live `SSL`'s method table must be the one their
+//! `TLS_client_method()` returns). Where those checks, or `_ssl`'s layout
+//! on a live connection (`setup`), fail, or the connection is not in its
 //! plain steady state, each step takes the Python path, with the same
 //! results: anything other than a plain record (a close_notify, an error, a
 //! read that wants to write, a paused side) is left for the state machine
@@ -30,8 +36,12 @@ const Obj = py.Obj;
 const Ssl = opaque {};
 const Bio = opaque {};
 
-/// The OpenSSL functions the record path calls, present in 1.1.1 and 3.x.
+/// The OpenSSL functions the record path calls, and those setup asks which
+/// OpenSSL they are; present in 1.1.1 and 3.x.
 const Fns = struct {
+    OpenSSL_version_num: *const fn () callconv(.c) c_ulong,
+    TLS_client_method: *const fn () callconv(.c) ?*const anyopaque,
+    SSL_get_ssl_method: *const fn (*const Ssl) callconv(.c) ?*const anyopaque,
     SSL_read: *const fn (*Ssl, [*]u8, c_int) callconv(.c) c_int,
     SSL_write: *const fn (*Ssl, [*]const u8, c_int) callconv(.c) c_int,
     SSL_get_error: *const fn (*const Ssl, c_int) callconv(.c) c_int,
@@ -180,14 +190,18 @@ fn stateOf(proto: *Obj) ?*ProtoState {
     return py.cast(ProtoState, proto);
 }
 
-/// `_tls_setup(functions, tls_object, incoming, outgoing, wrapped)`: takes
-/// OpenSSL's functions (a dict of name to address) and confirms, on a live
-/// `_ssl._SSLSocket` and its two `MemoryBIO`s, that the pointers sit where
-/// the record path reads them: the `SSL` must name the socket object as its
-/// application data and the two BIOs as its own. Returns None when the
+/// `_tls_setup(functions, tls_object, incoming, outgoing, wrapped, version)`:
+/// takes OpenSSL's functions (a dict of name to address) and confirms that
+/// they are those of the OpenSSL `_ssl` uses, and, on a live
+/// `_ssl._SSLSocket` made with `PROTOCOL_TLS_CLIENT` and its two
+/// `MemoryBIO`s, that the pointers sit where the record path reads them:
+/// the functions' `OpenSSL_version_num()` must be `version`
+/// (`ssl.OPENSSL_VERSION_NUMBER`), the `SSL` must name the socket object as
+/// its application data and the two BIOs as its own, and its method table
+/// must be the functions' `TLS_client_method()`. Returns None when the
 /// record path is on, else a string saying why it is off.
 pub fn setupFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callconv(.c) ?*Obj {
-    if (nargs != 5) return py.raise(c.PyExc_TypeError, "_tls_setup(functions, tls_object, incoming, outgoing, wrapped)");
+    if (nargs != 6) return py.raise(c.PyExc_TypeError, "_tls_setup(functions, tls_object, incoming, outgoing, wrapped, version)");
     const table = args[0].?;
     const tls_object = args[1].?;
     const incoming = args[2].?;
@@ -203,6 +217,13 @@ pub fn setupFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callc
             return reason(missing);
         };
         @field(fns, name) = @ptrCast(@alignCast(address));
+    }
+    // Another OpenSSL's functions may read `_ssl`'s objects at other
+    // offsets: its version is asked before any of them is given one.
+    const version = c.PyLong_AsUnsignedLongLong(args[5].?);
+    if (version == std.math.maxInt(c_ulonglong) and c.PyErr_Occurred() != null) return null;
+    if (fns.OpenSSL_version_num() != version) {
+        return reason("the OpenSSL found is not the one _ssl uses (another version)");
     }
     const tls_type = c.Py_TYPE(tls_object);
     const bio_type = c.Py_TYPE(incoming);
@@ -224,6 +245,12 @@ pub fn setupFn(_: ?*Obj, args: [*c]const ?*Obj, nargs: py.Ssize, _: ?*Obj) callc
         fns.SSL_get_wbio(ssl) != @as(*Bio, @ptrFromInt(out_address)))
     {
         return reason("_ssl's layout is not the one known");
+    }
+    // A second copy of the same version passes all of the above; the
+    // method table the `SSL` was made with is a static of the copy that
+    // made it.
+    if (fns.SSL_get_ssl_method(ssl) != fns.TLS_client_method()) {
+        return reason("the OpenSSL found is not the one _ssl uses (another copy)");
     }
     if (ready) |old| {
         py.decref(old.tls_type);
