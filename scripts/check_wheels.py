@@ -330,7 +330,7 @@ def check_availability(m, system, minimum, zig_lib):
 
 # A release's symbol table names every function the optimiser left (about
 # 400): at least these, where a profiler finds an idle loop waiting.
-NAMED_FUNCTIONS = ("reactor.Reactor.runOnce", "loop.runForeverNative")
+NAMED_FUNCTIONS = ("reactor.Reactor.runOnce", "loop.loop.runForeverNative")
 MIN_FUNCTIONS = 200
 PAGE = 4096
 

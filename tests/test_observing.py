@@ -100,7 +100,7 @@ def test_py_spy_dump_native_unwinds_the_waiting_loop(loop_name, tmp_path):
         assert not _LOST.search(text), (backend, text)
         if loop_name == "zloop":
             # Its own frames by name, from the wait up to the entry point.
-            for frame in ("reactor.Reactor.runOnce", "loop.runForeverNative"):
+            for frame in ("reactor.Reactor.runOnce", "loop.loop.runForeverNative"):
                 assert re.search(rf"^\s+{re.escape(frame)} \(", text, re.M), (backend, text)
 
 
