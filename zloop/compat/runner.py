@@ -250,9 +250,18 @@ def _past_limit(out_path: Path, limits: Limits) -> tuple[str | None, str | None]
                    "twice the per-test limit and a minute: pytest-timeout did not end it")
             return (f"{state['test']} ran for {ran_s:.0f} s, past {why}; it hangs, or "
                     "needs a longer --timeout", state["test"])
+    # Since when nothing has run: the last test's end in every process that
+    # runs tests, or the report, which the session writes as it ends.
+    idle = []
     if states and all(not s["test"] for s in states):
-        idle_s = now - max(s["started_s"] for s in states)
-        if idle_s > limits.test_s and Path(f"{out_path}.collected").exists():
+        idle.append(now - max(s["started_s"] for s in states))
+    try:
+        idle.append(now - out_path.stat().st_mtime)
+    except OSError:
+        pass
+    if idle and Path(f"{out_path}.collected").exists():
+        idle_s = min(idle)
+        if idle_s > limits.test_s:
             return (f"pytest had not exited {idle_s:.0f} s after its last test ended (the "
                     "per-test limit, --timeout): it waits on something a test started and "
                     "did not end, such as a process it never joined or a thread that is not "
