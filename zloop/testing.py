@@ -25,6 +25,12 @@ ran during its setup, call and teardown, and whether the swap reached it: a
 loop that the swapped ``asyncio.new_event_loop()`` built ran, or was built
 (run or not). The stock-asyncio run is instrumented the same way, with stock
 asyncio's own loop behind the same wrapper, so that both runs count alike.
+Loops that run in the processes a test starts count for that test: a
+forked child inherits the swap and the recorder, and a new Python
+interpreter (multiprocessing's spawn and forkserver, ``subprocess``,
+pytester's ``runpytest_subprocess``) takes them from a start-up hook that
+the plugin puts first on its ``PYTHONPATH`` (``zloop.compat.children``;
+``--zloop-children no`` leaves such interpreters alone).
 ``--zloop-report`` writes a JSON report with each test's outcome and loop
 types (and, for a loop class of no known family, its stock base class and
 the private methods of that base it overrides); ``python -m zloop.compat
@@ -271,11 +277,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     jobs = _count(config, "zloop_jobs")
     xdist = config.pluginmanager.hasplugin("xdist")
     if jobs is not None and xdist:
-        config.option.numprocesses = int(jobs)
-        if jobs:
-            # A hang ends its worker; xdist's default of 4 restarts per
-            # worker would then stop the run and leave the rest unrun.
-            config.option.maxworkerrestart = "100000"
+        _set_workers(config, int(jobs))
     timeout_s = _count(config, "zloop_timeout")
     if timeout_s is not None and config.pluginmanager.hasplugin("timeout"):
         config.option.timeout = timeout_s
@@ -283,6 +285,25 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         # the test; in one process only the signal method keeps the run going.
         workers = xdist and bool(getattr(config.option, "numprocesses", 0))
         config.option.timeout_method = "thread" if workers else "signal"
+
+
+def _set_workers(config: pytest.Config, jobs: int) -> None:
+    """xdist's worker count, and what xdist's own ``pytest_cmdline_main``
+    derives from it: that hook is tryfirst too, and was registered after
+    this plugin (an entry point after ``-p``), so it has already run, with
+    the count the command line gave."""
+    config.option.numprocesses = jobs
+    if not jobs:
+        config.option.dist = "no"
+        config.option.tx = []
+        return
+    if config.option.dist == "no":
+        config.option.dist = "load"
+    most = getattr(config.option, "maxprocesses", None)
+    config.option.tx = ["popen"] * (min(jobs, most) if most else jobs)
+    # A hang ends its worker; xdist's default of 4 restarts per worker
+    # would then stop the run and leave the rest unrun.
+    config.option.maxworkerrestart = "100000"
 
 
 def pytest_configure(config: pytest.Config) -> None:
