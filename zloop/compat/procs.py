@@ -49,8 +49,8 @@ def _linux_members(leader: int) -> list[Process]:
             raw = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to read
-        command = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        found.append(Process(int(entry.name), command[:200]))
+        argv = raw.decode("utf-8", "replace").split("\0")
+        found.append(Process(int(entry.name), _short(argv)))
     return sorted(found, key=lambda p: p.pid)
 
 
@@ -67,15 +67,30 @@ def _ps_members(leader: int) -> list[Process]:
             continue
         if int(parts[1]) != leader or parts[2].startswith("Z"):
             continue
-        found.append(Process(int(parts[0]), (parts[3] if len(parts) > 3 else "")[:200]))
+        found.append(Process(int(parts[0]), _short((parts[3] if len(parts) > 3 else "").split())))
     return sorted(found, key=lambda p: p.pid)
 
 
-def end(leader: int, grace_s: float = 5.0) -> list[Process]:
+def _short(argv: list[str]) -> str:
+    """A command line to show: the program's name without its directory
+    (a virtual environment's long path says nothing)."""
+    words = [w for w in argv if w]
+    if words:
+        words[0] = os.path.basename(words[0])
+    return " ".join(words)[:160]
+
+
+def end(leader: int, grace_s: float = 5.0, settle_s: float = 0.0) -> list[Process]:
     """Ends every process of the leader's group (and session): SIGTERM,
     then SIGKILL for those still there after ``grace_s``. Returns the
-    processes that were running when it began."""
+    processes it had to end: those still running after ``settle_s``, time
+    to end by themselves (multiprocessing's resource tracker ends once
+    pytest has gone, a moment after it)."""
     running = members(leader)
+    settle_until = time.monotonic() + settle_s
+    while running and time.monotonic() < settle_until:
+        time.sleep(0.1)
+        running = members(leader)
     _signal(leader, running, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:

@@ -131,7 +131,7 @@ def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
                 progress.finish(-1)
             raise
         finally:
-            left = procs.end(proc.pid)
+            left = procs.end(proc.pid, settle_s=2.0)
             # A process outside the group may still hold the pipe: the rest
             # of the output is not worth waiting for.
             copier.join(timeout=10)
