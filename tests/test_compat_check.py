@@ -522,8 +522,11 @@ def test_a_pytest_that_waits_on_a_leftover_worker_is_ended(tmp_path):
     assert rc == 5, out
     assert "ENDED: asyncio: pytest had not exited" in out
     assert "after its last test ended (the per-test limit, --timeout)" in out
-    assert re.search(r"pid \d+ \([^)]*multiprocessing\.spawn[^)]*\), started by "
-                     r"check_leftover\.py::test_starts_a_worker_and_leaves_it", out), out
+    ended = next(line for line in out.splitlines() if "ended the run's processes" in line)
+    worker = [p for p in ended.split("; pid ") if "multiprocessing.spawn" in p]
+    assert len(worker) == 1, out
+    assert worker[0].endswith(
+        "), started by check_leftover.py::test_starts_a_worker_and_leaves_it"), out
     _assert_ended(out)
 
 
@@ -741,6 +744,8 @@ _DOCUMENTED = {
         ("outcomes", _needs_io_uring, 0, "zloop.testing: event loop zloop, backend io_uring"),
     "python -m zloop.compat check":
         ("outcomes", None, 0, "compat: OK"),
+    "python -m zloop.compat check --help":
+        ("outcomes", None, 0, "\nexit status:\n"),
     "python -m zloop.compat check --loops asyncio,zloop,uvloop --backend epoll,io_uring":
         ("outcomes", lambda: (_needs_io_uring(), pytest.importorskip("uvloop")), 0,
          "compat: OK"),
