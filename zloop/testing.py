@@ -479,7 +479,8 @@ class _State:
                 entry["detail"] = _failure_lines(report)
             elif outcome in ("skipped", "xfailed"):
                 entry["message"] = _skip_reason(report)
-        for key, value in report.user_properties:
+        properties: list[tuple[str, Any]] = list(report.user_properties)
+        for key, value in properties:
             if key == _LOOPS_PROPERTY:
                 entry["loops"] = sorted(set(entry["loops"]) | set(value))
             elif key == _REACHED_PROPERTY:
@@ -608,7 +609,8 @@ def _short_message(report: pytest.TestReport) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else ""
 
 
-def _failure_lines(report: pytest.TestReport, limit: int = 8) -> list[str]:
+def _failure_lines(report: pytest.TestReport | pytest.CollectReport,
+                   limit: int = 8) -> list[str]:
     """The first lines that say why a test failed: where it failed and
     pytest's ``E`` lines (the exception and its explanation), else the end
     of the traceback text."""

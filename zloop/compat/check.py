@@ -147,7 +147,7 @@ def run_check(args: argparse.Namespace) -> int:
     total_s = float(args.total_timeout or "inf")
     suite = Suite(name=project.name, directory=project, description="", source="local",
                   targets=[], pytest_args=[], jobs=DEFAULT_JOBS, timeout_s=DEFAULT_TIMEOUT_S,
-                  wall_limit_s=total_s, plugins=[], requirements=[],
+                  wall_limit_s=int(min(total_s, 10**9)), plugins=[], requirements=[],
                   expected=load_expected(args.expected.resolve()) if args.expected else {})
     args.limits = Limits(test_s=float(args.timeout or DEFAULT_TIMEOUT_S), total_s=total_s,
                          deadline=time.monotonic() + total_s)
@@ -539,7 +539,8 @@ def _child_notes(baseline: dict[str, Any], checked: list[Checked]) -> list[str]:
         if failed:
             test, error = failed[0]
             notes.append(f"{run_label(loop, backend)}: {len(failed)} child process(es) could "
-                         f"not take the swap, and ran stock asyncio (e.g. in {test}: {error})")
+                         f"not take the swap: they ran stock asyncio, unrecorded (e.g. in {test}: "
+                         f"{error})")
     errors = baseline.get("collect_errors") or []
     if errors:
         notes.append(f"pytest could not collect {len(errors)} module(s) on stock asyncio "
