@@ -56,9 +56,9 @@ def _env():
     return env
 
 
-def _run(cwd, *args):
-    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+def _run(cwd, *args, env=None):
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env or _env(),
+                          capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -464,8 +464,12 @@ def test_loops_in_new_interpreters_a_test_starts_are_compared(tmp_path):
     # loop and counts for the test that started it. A forkserver started
     # by an earlier test forks the next test's child: it counts for the
     # next test. A child that never imports asyncio never has it imported.
+    # zloop's entry point is installed, as pip installs it: the inner
+    # pytest imports zloop (and so asyncio) before anything else does.
     tree = _copy(tmp_path, "spawned_children")
-    rc, out = _run(tree, "-m", "zloop.compat", "check", "--reruns", "0")
+    env = _env()
+    env["PYTHONPATH"] += os.pathsep + str(_entry_point_site(tmp_path))
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--reruns", "0", env=env)
     assert rc == 1, out
     unlisted = sorted(line.split()[1].rstrip(":") for line in out.splitlines()
                       if line.strip().startswith("UNLISTED"))

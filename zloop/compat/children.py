@@ -220,7 +220,9 @@ def start() -> None:
     try:
         RECORDER.install()
         _sink_to(channel)
-        install_loop(config.get("loop") or "asyncio", config.get("backend"))
+        # The backend comes in $ZLOOP_BACKEND, which the parent set and
+        # checked: zloop may not be importable enough yet to check it here.
+        install_loop(config.get("loop") or "asyncio")
     except Exception as exc:  # noqa: BLE001 - the child runs on, unswapped
         channel.write({"error": f"{type(exc).__name__}: {exc}"[:300],
                        "python": sys.executable})

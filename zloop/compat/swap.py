@@ -48,7 +48,16 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     if name == "zloop":
         import zloop
 
-        return zloop.new_event_loop
+        if hasattr(zloop, "new_event_loop"):
+            return zloop.new_event_loop
+        # zloop is being imported: a child process's swap is set up once it
+        # imports asyncio, which zloop's own import may be the first to do.
+        # The factory is looked up when a loop is first asked for.
+
+        def new_event_loop() -> asyncio.AbstractEventLoop:
+            return zloop.new_event_loop()
+
+        return new_event_loop
     raise ValueError(f"unknown event loop {name!r}; choose from {', '.join(LOOP_NAMES)}")
 
 
