@@ -16,7 +16,20 @@ user would: as subprocesses, on the small projects in fixtures/.
 - no_loop/: coroutines driven by hand, no event loop at all;
 - outcomes/: skipped, xfailed and xpassed tests;
 - own_loop_internals/: a loop class of the suite's own that overrides
-  asyncio's private _run_once.
+  asyncio's private _run_once;
+- fork_child/: loops that run only in a forked multiprocessing child;
+- spawned_children/: loops in new interpreters a test starts
+  (multiprocessing spawn and forkserver, subprocess, runpytest_subprocess);
+- hang/: a test that hangs off stock asyncio, and one that hangs everywhere,
+  with no pytest-timeout;
+- leftover_worker/: a worker process never joined (pytest waits at exit),
+  and a process never waited for;
+- uncollectable/: a test module that fails to import, and a long table at
+  the end of pytest's output;
+- asyncio_internals/: a private transport attribute written, and an
+  isinstance() of asyncio's own handle class.
+
+The limit tests wait for their limits (2 to 4 s each).
 
 The commands README.md and docs/validate.md show are run here too, each on
 one of these projects (test_documented_*).
