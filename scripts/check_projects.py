@@ -19,9 +19,11 @@ pytest-asyncio in auto and in strict mode, AnyIO's pytest plugin with trio
 as well as asyncio, ``unittest.IsolatedAsyncioTestCase``, a suite that runs
 on its own loop class, strict pytest configurations, a suite with its own
 ``--event-loop`` option, one that mostly errors on both loops, one that
-runs no loop, and one with xfail tests that pass. Each has the
-verdict it must give (the check's exit status); the script exits 1 if any
-project's check gives another. Not part of CI (it fetches from PyPI and
+runs no loop, one with xfail tests that pass, suites that run their loops
+in the processes they start (multiprocessing spawn children, pytester's
+subprocesses), and suites that rely on stock asyncio's internals. Each has
+the verdict it must give (the check's exit status); the script exits 1 if
+any project's check gives another. Not part of CI (it fetches from PyPI and
 takes a while); the results are in docs/validate.md.
 """
 
@@ -70,6 +72,18 @@ _BLOCKBUSTER_SPAWN = "".join(
     "os.read of Popen's exec-error pipe from asyncio/base_events.py only; zloop's spawn "
     'makes the same read from zloop/_unix.py (BlockingError)"\n\n'
     for module in ("test_subprocesses.py", "test_to_process.py"))
+
+# pytest-asyncio's runner fixture ignores the "was never awaited" warning of
+# a closed loop's shutdown_asyncgens() by stock asyncio's class name
+# (BaseEventLoop.shutdown_asyncgens); zloop's coroutine is
+# Loop.shutdown_asyncgens, so a test that counts the inner run's warnings
+# counts one more.
+_SHUTDOWN_ASYNCGENS_NAME = (
+    '[[zloop]]\ntest = "tests/test_event_loop_fixture.py::'
+    'test_closing_event_loop_in_sync_fixture_teardown_raises_warning"\nreason = '
+    '"pytest-asyncio ignores the never-awaited RuntimeWarning of shutdown_asyncgens() by '
+    'stock asyncio\'s class name, BaseEventLoop.shutdown_asyncgens; zloop\'s is '
+    'Loop.shutdown_asyncgens, and the test counts warnings"\n')
 
 PROJECTS = {
     "aiofiles": Project(
@@ -163,6 +177,42 @@ PROJECTS = {
                   "pytest-trio==0.8.0", "six==1.17.0", "sniffio==1.3.1", "socksio==1.0.0",
                   "sortedcontainers==2.4.0", "trio==0.35.0", "typing_extensions==4.16.0",
                   "Werkzeug==3.1.9")),
+    # Suites that run their loops in the processes they start.
+    "aiorun": Project(
+        "2025.1.1", "86d1075a034ce2671ab532db06e9204fe784cdd0c66ca7b8cc47a7527d0d50a3",
+        "loops in multiprocessing spawn children (its conftest sets the start method); "
+        "--continue-on-collection-errors",
+        PYTEST + ("uvloop==0.23.0",)),
+    "aiomultiprocess": Project(
+        "0.9.1", "f0231dbe0291e15325d7896ebeae0002d95a4f2675426ca05eb35f24c60e495b",
+        "unittest cases whose process pools run a loop in each spawned child, in files "
+        "pytest names explicitly",
+        PYTEST + ("uvloop==0.23.0",),
+        pytest_args=("aiomultiprocess/tests/core.py", "aiomultiprocess/tests/pool.py",
+                             "aiomultiprocess/tests/scheduler.py")),
+    "pytest-asyncio": Project(
+        "1.5.0", "92c8fa83ca419fd0d4bd6a34df6520dae435841d3733c319343249492adf37f7",
+        "pytester: inner pytest runs in the test's process, and in subprocesses "
+        "(runpytest_subprocess); filterwarnings = error",
+        PYTEST + ("hypothesis==6.170.15", "sortedcontainers==2.4.0",
+                  "typing_extensions==4.16.0"),
+        expected=_SHUTDOWN_ASYNCGENS_NAME),
+    # Suites that rely on stock asyncio's internals.
+    "asyncio-dgram": Project(
+        "3.0.0", "bd0937807a44451d799573b32400702187fd0bba6136f7cf306e9327c0c20f3e",
+        "pytest-asyncio, strict mode; from_socket() writes transport._address, a private "
+        "attribute of stock asyncio's datagram transport",
+        PYTEST + ASYNCIO_PLUGIN, verdict=1),
+    "aiocache": Project(
+        "0.12.3", "f528b27bf4d436b497a1d0d1a8f59a542c153ab1e37c3621713cb376d44c4713",
+        "pytest-asyncio, auto mode; --cov, filterwarnings = error; asserts "
+        "isinstance(handle, asyncio.Handle) (its unit tests: the others need redis and "
+        "memcached servers)",
+        PYTEST + ASYNCIO_PLUGIN + COVERAGE + (
+            "aiomcache==0.8.2", "marshmallow==3.26.2", "msgpack==1.2.4", "pytest-mock==3.17.0",
+            "redis==4.6.0"),
+        pytest_args=("-o", "asyncio_default_fixture_loop_scope=function", "tests/ut"),
+        verdict=1),
 }
 
 

@@ -369,6 +369,12 @@ def write_wheel(version, target_name, so_path, out_dir):
     entries.append((target.extension_name(version), _read(so_path)))
     entries.append((f"{dist_info}/METADATA", meta.encode()))
     entries.append((f"{dist_info}/WHEEL", wheel_meta.encode()))
+    # pyproject's [project.entry-points] (zloop's inert pytest plugin).
+    groups = project.get("entry-points", {})
+    if groups:
+        points = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
+                         for group, eps in groups.items())
+        entries.append((f"{dist_info}/entry_points.txt", points.encode()))
     license_path = os.path.join(ROOT, "LICENSE")
     if os.path.exists(license_path):
         entries.append((f"{dist_info}/licenses/LICENSE", _read(license_path)))

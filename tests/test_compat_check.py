@@ -16,7 +16,20 @@ user would: as subprocesses, on the small projects in fixtures/.
 - no_loop/: coroutines driven by hand, no event loop at all;
 - outcomes/: skipped, xfailed and xpassed tests;
 - own_loop_internals/: a loop class of the suite's own that overrides
-  asyncio's private _run_once.
+  asyncio's private _run_once;
+- fork_child/: loops that run only in a forked multiprocessing child;
+- spawned_children/: loops in new interpreters a test starts
+  (multiprocessing spawn and forkserver, subprocess, runpytest_subprocess);
+- hang/: a test that hangs off stock asyncio, and one that hangs everywhere,
+  with no pytest-timeout;
+- leftover_worker/: a worker process never joined (pytest waits at exit),
+  and a process never waited for;
+- uncollectable/: a test module that fails to import, and a long table at
+  the end of pytest's output;
+- asyncio_internals/: a private transport attribute written, and an
+  isinstance() of asyncio's own handle class.
+
+The limit tests wait for their limits (2 to 4 s each).
 
 The commands README.md and docs/validate.md show are run here too, each on
 one of these projects (test_documented_*).
@@ -56,9 +69,9 @@ def _env():
     return env
 
 
-def _run(cwd, *args):
-    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+def _run(cwd, *args, env=None):
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env or _env(),
+                          capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -308,8 +321,9 @@ def test_pytest_asyncios_unset_loop_scope_is_named_with_its_fix(tmp_path):
 def test_a_suite_pytest_collects_nothing_from_is_told_so(tmp_path):
     tree = _copy(tmp_path, "unittest_only")
     rc, out = _run(tree, "-m", "zloop.compat", "check")
-    assert rc == 1, out
-    assert "exit status 5 (no tests collected: run it where you run pytest" in out
+    assert rc == 2, out  # nothing ran: pytest cannot run the suite as it is asked to
+    assert ("CANNOT RUN: pytest collected no test (exit status 5): run the check where you "
+            "run pytest, or name the tests after --") in out
     assert "is the plugin" not in out
 
 
@@ -438,6 +452,242 @@ def test_an_expected_entry_that_names_no_test_is_said_to(tmp_path):
             "stock asyncio's, by design) but there is no such test in either run") in out
 
 
+# --- child processes ------------------------------------------------------------------
+
+
+def test_a_loop_in_a_forked_child_is_compared(tmp_path):
+    # The tests run their loop only in a multiprocessing child forked from
+    # the test's process, which inherits the swap: the child's loop counts
+    # for the test, and a difference there is a difference.
+    tree = _copy(tmp_path, "fork_child")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--reruns", "0")
+    assert rc == 1, out
+    unlisted = [line.split()[1] for line in out.splitlines()
+                if line.strip().startswith("UNLISTED")]
+    assert unlisted == ["check_fork.py::test_child_loop_is_stock_asyncio:"], out
+    table = _table(out)
+    for loop in ("asyncio", "zloop"):
+        assert (table[loop]["on_loop"], table[loop]["no_loop"]) == ("2", "0"), out
+    assert "NOTE: 2 test(s) ran loops in child processes they started" in out
+
+
+def test_loops_in_new_interpreters_a_test_starts_are_compared(tmp_path):
+    # multiprocessing's spawn and forkserver, a subprocess running Python
+    # and pytester's runpytest_subprocess: each child runs on the run's
+    # loop and counts for the test that started it. A forkserver started
+    # by an earlier test forks the next test's child: it counts for the
+    # next test. A child that never imports asyncio never has it imported.
+    # zloop's entry point is installed, as pip installs it: the inner
+    # pytest imports zloop (and so asyncio) before anything else does.
+    tree = _copy(tmp_path, "spawned_children")
+    env = _env()
+    env["PYTHONPATH"] += os.pathsep + str(_entry_point_site(tmp_path))
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--reruns", "0", env=env)
+    assert rc == 1, out
+    unlisted = sorted(line.split()[1].rstrip(":") for line in out.splitlines()
+                      if line.strip().startswith("UNLISTED"))
+    assert unlisted == [f"check_spawned.py::{test}" for test in (
+        "test_multiprocessing_child[forkserver]", "test_multiprocessing_child[spawn]",
+        "test_pytest_in_a_subprocess", "test_subprocess_running_python")], out
+    table = _table(out)
+    for loop in ("asyncio", "zloop"):
+        assert (table[loop]["on_loop"], table[loop]["no_loop"]) == ("5", "1"), out
+    assert table["zloop"]["passed"] == "2", out  # the forkserver's, the loopless child's
+
+
+def test_spawned_children_can_be_left_on_stock_asyncio(tmp_path):
+    tree = _copy(tmp_path, "spawned_children")
+    rc, out = _run(tree, "-m", "pytest", "-p", "zloop.testing", "-p", "no:cacheprovider",
+                   "--zloop-loop", "zloop", "--zloop-children", "no", "-k", "subprocess")
+    assert rc == 0, out  # the children ran stock asyncio
+    assert "0 of 2 tests ran on the zloop event loop" in out, out
+
+
+# --- limits ---------------------------------------------------------------------------
+
+
+def test_a_test_that_hangs_ends_the_check_and_is_named(tmp_path):
+    # No pytest-timeout in the project: the check's own per-test limit
+    # ends the run that hangs, and says what stock asyncio did.
+    tree = _copy(tmp_path, "hang")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--timeout", "2", "--",
+                   "-k", "not everywhere")
+    assert rc == 5, out
+    assert ("ENDED: zloop: check_hang.py::test_hangs_off_stock_asyncio ran for") in out
+    assert "past the per-test limit (--timeout; no pytest-timeout in this run)" in out
+    assert ("on stock asyncio, check_hang.py::test_hangs_off_stock_asyncio passed in") in out
+    assert "ended the run's processes: pid " in out
+    _assert_ended(out)
+
+
+def test_the_overall_limit_ends_the_check_and_names_the_test(tmp_path):
+    tree = _copy(tmp_path, "hang")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--timeout", "60",
+                   "--total-timeout", "4", "--", "-k", "everywhere")
+    assert rc == 5, out
+    assert ("ENDED: asyncio: the check passed its overall limit of 4 s (--total-timeout), "
+            "while check_hang.py::test_hangs_everywhere ran") in out
+    _assert_ended(out)
+
+
+def test_a_pytest_that_waits_on_a_leftover_worker_is_ended(tmp_path):
+    # multiprocessing joins its worker at exit, for ever: the check ends
+    # the run, and names the worker and the test that started it.
+    tree = _copy(tmp_path, "leftover_worker")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--timeout", "2", "--",
+                   "-k", "leaves_it")
+    assert rc == 5, out
+    assert "ENDED: asyncio: pytest had not exited" in out
+    assert "after its last test ended (the per-test limit, --timeout)" in out
+    ended = next(line for line in out.splitlines() if "ended the run's processes" in line)
+    worker = [p for p in ended.split("; pid ") if "multiprocessing.spawn" in p]
+    assert len(worker) == 1, out
+    assert worker[0].endswith(
+        "), started by check_leftover.py::test_starts_a_worker_and_leaves_it"), out
+    _assert_ended(out)
+
+
+def test_processes_left_running_after_pytest_exits_are_ended(tmp_path):
+    # The stock-asyncio run alone: a process left running is each run's
+    # to end, whatever the loop.
+    tree = _copy(tmp_path, "leftover_worker")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--loops", "asyncio", "--",
+                   "-k", "popen")
+    assert rc == 0, out
+    said = [line for line in out.splitlines() if "still running when pytest exited" in line]
+    assert len(said) == 1 and "time.sleep(600)" in said[0], out
+    _assert_ended(out)
+
+
+def _assert_ended(out):
+    """Every process the output says the check ended is gone (or a zombie:
+    ended, and not yet reaped by the init process it was handed to)."""
+    from zloop.compat.procs import alive
+
+    pids = [int(pid) for pid in re.findall(r"pid (\d+) \(", out)]
+    assert pids, out
+    assert not [pid for pid in pids if alive(pid)], out
+
+
+# --- a suite pytest cannot collect, and asyncio's internals -------------------------------
+
+
+def test_a_suite_pytest_cannot_collect_exits_2_with_pytests_error(tmp_path):
+    tree = _copy(tmp_path, "uncollectable")
+    rc, out = _run(tree, "-m", "zloop.compat", "check")
+    assert rc == 2, out
+    assert ("CANNOT RUN: pytest could not collect the suite: 1 error(s) during collection, "
+            "the first in check_broken.py: `ModuleNotFoundError: No module named "
+            "'not_installed_here'`") in out
+    # The excerpt is the first error, not the end of the output (a long
+    # table there, as coverage's).
+    excerpt = out[out.index("pytest's first error"):out.index("CANNOT RUN")]
+    assert "ERROR collecting check_broken.py" in excerpt
+    assert "E   ModuleNotFoundError: No module named 'not_installed_here'" in excerpt
+    assert "module_39.py" not in out and "some tests failed" not in out
+
+
+def test_differences_from_asyncios_internals_are_said_to_be_so(tmp_path):
+    # As asyncio-dgram (writes a transport's _address) and aiocache
+    # (asserts isinstance(handle, asyncio.Handle)).
+    tree = _copy(tmp_path, "asyncio_internals")
+    rc, out = _run(tree, "-m", "zloop.compat", "check", "--reruns", "0")
+    assert rc == 1, out
+    assert ("-> depends on stock asyncio's internals: it writes `_address`, a private "
+            "attribute of stock asyncio's object, which `zloop._zloop.") in out
+    assert ("-> depends on stock asyncio's internals: it asserts that an object is an "
+            "instance of stock asyncio's own class `asyncio.TimerHandle`") in out
+    assert ("2 of the differences come from a reliance on stock asyncio's internals" in out
+            and "the project depends on asyncio internals" in out), out
+    assert "is a zloop bug to report" not in out  # no other difference
+    assert _table(out)["zloop"]["differs"] == "2"
+
+
+@pytest.mark.parametrize("lines, said", [
+    (["E   AttributeError: 'uvloop.loop.UDPTransport' object has no attribute '_address'"],
+     "uses `_address`, a private attribute of stock asyncio's object, which "
+     "`uvloop.loop.UDPTransport` does not have"),
+    (["E   AttributeError: property '_sock' of 'Transport' object has no setter"],
+     "writes `_sock`"),
+    (["E   AssertionError: <zloop.Handle object at 0x1> is not an instance of "
+      "<class 'asyncio.events.Handle'>"], "own class `asyncio.Handle`"),
+    (["E   AttributeError: 'Loop' object has no attribute 'create_thing'"], None),
+    (["E   AssertionError: assert 1 == 2"], None),
+], ids=["uvloop-slot", "setter", "assertIsInstance", "public-name", "plain"])
+def test_what_a_failure_says_of_asyncios_internals(lines, said):
+    from zloop.compat.internals import depends_on_internals
+
+    found = depends_on_internals(lines)
+    assert (found is None) if said is None else (said in found), found
+
+
+# --- the help, and the plugin's options without the plugin ----------------------------
+
+
+def test_check_help_carries_the_reference():
+    rc, out = _run(ROOT, "-m", "zloop.compat", "check", "--help")
+    assert rc == 0, out
+    for section in ("exit status:", "limits:", "child processes:", "differences:"):
+        assert f"\n{section}\n" in out, out
+    assert "  5  a limit ended the check" in out
+    assert "See docs/validate.md" not in out
+
+
+def _entry_point_site(tmp_path):
+    """A directory that installs zloop's pytest11 entry point, as pip does
+    (the checkout's zloop is imported from PYTHONPATH, not installed)."""
+    import tomllib
+
+    points = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    dist = tmp_path / "site" / "zloop_entry-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zloop-entry\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\n" + "".join(
+        f"{name} = {target}\n" for name, target in points["pytest11"].items()))
+    return tmp_path / "site"
+
+
+@pytest.mark.parametrize("how", ["flag", "ini"])
+def test_the_plugins_options_without_the_plugin_are_a_usage_error(tmp_path, how):
+    site = _entry_point_site(tmp_path)
+    tree = _copy(tmp_path, "outcomes")
+    args = ["--zloop-loop", "zloop"]
+    if how == "ini":
+        (tree / "pytest.ini").write_text("[pytest]\npython_files = check_*.py\n"
+                                         "zloop_loop = zloop\n")
+        args = []
+    env = _env()
+    env["PYTHONPATH"] += os.pathsep + str(site)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    proc = subprocess.run([*command, *args], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out  # pytest's usage error, not a run on stock asyncio
+    flag = "--zloop-loop" if how == "flag" else "the zloop_loop ini option"
+    assert f"ERROR: {flag} needs zloop's pytest plugin" in out, out
+    assert "pytest -p zloop.testing --zloop-loop zloop" in out
+    if how == "ini":
+        return
+    # With the plugin, the entry point's plugin stays out of the way.
+    proc = subprocess.run([*command, "-p", "zloop.testing", *args], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "3 of 3 tests ran on the zloop event loop" in out
+
+
+def test_first_error_shows_a_section_from_its_title():
+    from zloop.compat.runner import first_error
+
+    text = ["=== ERRORS ===", "____ ERROR collecting x.py ____", "Traceback:",
+            *[f"  frame {n}" for n in range(40)], "E   ImportError: no", "E   (detail)",
+            "=== short test summary info ===", "table " * 3]
+    shown = [text[i] for i in first_error(text)]
+    assert shown[0] == "____ ERROR collecting x.py ____"
+    assert shown[-2:] == ["E   ImportError: no", "E   (detail)"] and len(shown) == 25
+    assert first_error(["all good", "1 passed"]) is None
+
+
 # --- what README.md and docs/validate.md show, run as shown ------------------------
 
 _COMMAND = re.compile(r"(?:pytest|python -m zloop\.compat check)\b")
@@ -516,6 +766,8 @@ _DOCUMENTED = {
         ("outcomes", _needs_io_uring, 0, "zloop.testing: event loop zloop, backend io_uring"),
     "python -m zloop.compat check":
         ("outcomes", None, 0, "compat: OK"),
+    "python -m zloop.compat check --help":
+        ("outcomes", None, 0, "\nexit status:\n"),
     "python -m zloop.compat check --loops asyncio,zloop,uvloop --backend epoll,io_uring":
         ("outcomes", lambda: (_needs_io_uring(), pytest.importorskip("uvloop")), 0,
          "compat: OK"),

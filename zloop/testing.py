@@ -25,6 +25,12 @@ ran during its setup, call and teardown, and whether the swap reached it: a
 loop that the swapped ``asyncio.new_event_loop()`` built ran, or was built
 (run or not). The stock-asyncio run is instrumented the same way, with stock
 asyncio's own loop behind the same wrapper, so that both runs count alike.
+Loops that run in the processes a test starts count for that test: a
+forked child inherits the swap and the recorder, and a new Python
+interpreter (multiprocessing's spawn and forkserver, ``subprocess``,
+pytester's ``runpytest_subprocess``) takes them from a start-up hook that
+the plugin puts first on its ``PYTHONPATH`` (``zloop.compat.children``;
+``--zloop-children no`` leaves such interpreters alone).
 ``--zloop-report`` writes a JSON report with each test's outcome and loop
 types (and, for a loop class of no known family, its stock base class and
 the private methods of that base it overrides); ``python -m zloop.compat
@@ -47,23 +53,27 @@ a project's configuration.
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.events
 import json
 import os
 import re
 import sys
-import threading
 import time
-import weakref
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from zloop import _policy
+from zloop.compat import children, pytest_options
+# The swap and the recorder live apart from pytest, for the child processes
+# a test starts (zloop.compat.children); these names are this module's too.
+from zloop.compat.swap import (LOOP_NAMES, RECORDER, LoopRecorder,  # noqa: F401
+                               backend_names, install_loop, is_loop_of, loop_factory,
+                               loop_family, loop_type_name, stock_base, stock_overrides,
+                               swap_reached)
 
-LOOP_NAMES = ("asyncio", "uvloop", "zloop")
+# Installed at import: a -p plugin is imported before the suite's modules, and
+# so before uvloop or zloop captures asyncio's _set_running_loop.
+RECORDER.install()
 
 # The user properties that carry a test's loop types, whether the swap
 # reached it, and the stock base class of the loop types of no known family
@@ -72,230 +82,7 @@ _LOOPS_PROPERTY = "zloop_loop_types"
 _REACHED_PROPERTY = "zloop_reached"
 _BASES_PROPERTY = "zloop_loop_bases"
 _OVERRIDES_PROPERTY = "zloop_loop_overrides"
-
-
-def backend_names() -> tuple[str, ...]:
-    """The backends of the zloop build that is importable here
-    (``zloop.BACKENDS``): the extension knows them, so a build with another
-    set (kqueue) needs no change here."""
-    import zloop
-
-    return tuple(zloop.BACKENDS)
-
-
-def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
-    """Return the factory that builds a new loop of the named kind.
-
-    ``asyncio`` is the stock default loop (a selector loop on Unix), built as
-    ``asyncio.new_event_loop()`` would before any swap.
-    """
-    if name == "asyncio":
-        return _STOCK_LOOP_CLASS
-    if name == "uvloop":
-        import uvloop
-
-        return uvloop.new_event_loop
-    if name == "zloop":
-        import zloop
-
-        return zloop.new_event_loop
-    raise ValueError(f"unknown event loop {name!r}; choose from {', '.join(LOOP_NAMES)}")
-
-
-def loop_type_name(loop: object) -> str:
-    """``module.QualName`` of a loop's type, as recorded in reports."""
-    loop_type = type(loop)
-    return f"{loop_type.__module__}.{loop_type.__qualname__}"
-
-
-def is_loop_of(type_name: str, name: str) -> bool:
-    """Whether a recorded loop type name belongs to the named loop family.
-
-    The family is the top-level module of the type: ``zloop.Loop`` is zloop's,
-    ``uvloop.Loop`` uvloop's, ``asyncio.unix_events._UnixSelectorEventLoop``
-    asyncio's. Subclasses defined elsewhere count as their module's.
-    """
-    return type_name.split(".", 1)[0] == name
-
-
-def loop_family(type_name: str) -> str | None:
-    """The loop family (one of ``LOOP_NAMES``) of a recorded loop type name,
-    or None for a loop class of a family of its own (a project's)."""
-    family = type_name.split(".", 1)[0]
-    return family if family in LOOP_NAMES else None
-
-
-def stock_base(loop_type: type) -> str:
-    """The public name of the nearest base class of ``loop_type`` that
-    belongs to a known loop family: ``asyncio.SelectorEventLoop`` for a
-    project's subclass of it (asyncio's own names for its classes, where it
-    has one, rather than ``asyncio.unix_events._UnixSelectorEventLoop``)."""
-    for cls in loop_type.__mro__:
-        if cls.__module__.split(".", 1)[0] not in LOOP_NAMES:
-            continue
-        if cls.__module__.startswith("asyncio"):
-            # 3.13 names the selector loop twice (EventLoop, SelectorEventLoop):
-            # the name closest to the class's own.
-            names = [n for n in getattr(asyncio, "__all__", ())
-                     if getattr(asyncio, n, None) is cls]
-            if names:
-                return "asyncio." + max(names, key=lambda n: (n in cls.__name__, len(n)))
-        return f"{cls.__module__}.{cls.__qualname__}"
-    return "object"
-
-
-def stock_overrides(loop_type: type) -> list[str]:
-    """The private methods of the nearest stock base class of ``loop_type``
-    that the project's classes in between override (``_run_once``,
-    ``_process_events``): such a class is tied to that base's internals, and
-    no other loop's base can take its place."""
-    own = [cls for cls in loop_type.__mro__
-           if cls is not object and cls.__module__.split(".", 1)[0] not in LOOP_NAMES]
-    stock = next((cls for cls in loop_type.__mro__
-                  if cls.__module__.split(".", 1)[0] in LOOP_NAMES), None)
-    if stock is None:
-        return []
-    return sorted({name for cls in own for name in vars(cls)
-                   if name.startswith("_") and not name.startswith("__")
-                   and callable(getattr(stock, name, None))})
-
-
-# --- recording the loops that actually ran -----------------------------------
-
-
-class LoopRecorder:
-    """Records the type of every loop that becomes the running loop, and
-    whether the swap reached the test: a loop that the swapped
-    ``asyncio.new_event_loop()`` built ran, or was built.
-
-    Every asyncio-compatible loop calls asyncio's ``_set_running_loop`` when it
-    starts running (``get_running_loop()`` would not work otherwise); uvloop
-    looks the function up once, at import, so the wrapper must be installed
-    before any loop module is imported. Thread-safe: loops running in helper
-    threads are recorded too.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: set[str] = set()
-        self._reached = False
-        # The loops the swap built: weakly, so that no loop outlives its
-        # test (an unclosed loop's ResourceWarning must come as it would).
-        self._swapped: weakref.WeakSet[Any] = weakref.WeakSet()
-        # Loops of a type that takes no weak reference, by id: an id reused
-        # by a later loop of such a type is taken for the swap's.
-        self._swapped_ids: set[int] = set()
-        # type name -> stock base, and the base's private methods it
-        # overrides, for the loop types of no known family
-        self.bases: dict[str, str] = {}
-        self.overrides: dict[str, list[str]] = {}
-        self._installed = False
-
-    def install(self) -> None:
-        if self._installed:
-            return
-        self._installed = True
-        original = asyncio.events._set_running_loop
-        recorder = self
-
-        def _set_running_loop(loop: Any) -> None:
-            if loop is not None:
-                recorder.note(loop)
-            original(loop)
-
-        _set_running_loop.__wrapped__ = original  # type: ignore[attr-defined]
-        # Every name under which loops find the function: asyncio re-exports
-        # it, and C code may take it from _asyncio.
-        asyncio.events._set_running_loop = _set_running_loop
-        asyncio._set_running_loop = _set_running_loop  # type: ignore[attr-defined]
-        try:
-            import _asyncio
-
-            _asyncio._set_running_loop = _set_running_loop
-        except (ImportError, AttributeError, TypeError):
-            pass
-
-    def note(self, loop: object, built_by_swap: bool = False) -> None:
-        name = loop_type_name(loop)
-        with self._lock:
-            if built_by_swap:
-                try:
-                    self._swapped.add(loop)
-                except TypeError:
-                    self._swapped_ids.add(id(loop))
-            self._seen.add(name)
-            if built_by_swap or self._is_swapped(loop):
-                self._reached = True
-            if name not in self.bases and loop_family(name) is None:
-                self.bases[name] = stock_base(type(loop))
-                self.overrides[name] = stock_overrides(type(loop))
-
-    def _is_swapped(self, loop: object) -> bool:
-        try:
-            return loop in self._swapped
-        except TypeError:
-            return id(loop) in self._swapped_ids
-
-    def take(self) -> tuple[list[str], bool]:
-        """Return the loop types seen since the last call, and whether a loop
-        of the swap's was among them (or built); forget them."""
-        with self._lock:
-            seen, self._seen = self._seen, set()
-            reached, self._reached = self._reached, False
-        return sorted(seen), reached
-
-
-RECORDER = LoopRecorder()
-# asyncio's default policy class, whose loop factory the swap replaces (None
-# on a Python without policies: there is then nothing to swap through).
-_DEFAULT_POLICY = _policy.default_policy_class()
-_STOCK_LOOP_CLASS = (asyncio.new_event_loop if _DEFAULT_POLICY is None
-                     else _DEFAULT_POLICY._loop_factory)
-# Installed at import: a -p plugin is imported before the suite's modules, and
-# so before uvloop or zloop captures asyncio's _set_running_loop.
-RECORDER.install()
-
-
-# --- swapping the loop ---------------------------------------------------------
-
-
-def install_loop(name: str, backend: str | None = None) -> Callable[[], Any]:
-    """Make ``asyncio.new_event_loop()`` build the named loop, process-wide,
-    each loop it builds noted as the swap's (see ``LoopRecorder``).
-
-    Returns that factory. For ``asyncio`` the loop is stock asyncio's own, the
-    control that every other loop is compared against, behind the same
-    recording wrapper: both runs count the tests the swap reached alike.
-    """
-    if backend is not None:
-        if backend not in backend_names():
-            raise ValueError(f"unknown backend {backend!r}; choose from "
-                             f"{', '.join(backend_names())}")
-        os.environ["ZLOOP_BACKEND"] = backend
-    factory = _recording(loop_factory(name))
-    if _DEFAULT_POLICY is None:
-        if name == "asyncio":
-            return factory  # nothing to swap, and nothing to record through
-        raise RuntimeError("asyncio has no event loop policy to swap the loop through")
-    # The policy class's factory, not only an instance: set_event_loop_policy(None)
-    # makes a fresh DefaultEventLoopPolicy, which must still build this loop.
-    _DEFAULT_POLICY._loop_factory = staticmethod(factory)  # type: ignore[attr-defined]
-    _policy.set_policy(None)
-    return factory
-
-
-def _recording(factory: Callable[[], Any]) -> Callable[[], Any]:
-    """``factory``, noting each loop it builds as the swap's, seen by the
-    running test: a test that builds its loop through the swap and never
-    runs it was still reached by the swap."""
-
-    def new_event_loop() -> Any:
-        loop = factory()
-        RECORDER.note(loop, built_by_swap=True)
-        return loop
-
-    new_event_loop.__wrapped__ = factory  # type: ignore[attr-defined]
-    return new_event_loop
+_CHILD_PROPERTY = "zloop_child_records"
 
 
 def chosen_loop(config: pytest.Config) -> str:
@@ -312,16 +99,6 @@ def chosen_factory(config: pytest.Config) -> Callable[[], Any]:
     return config.stash[_STATE_KEY].factory
 
 
-def swap_reached(entry: dict[str, Any], loop: str) -> bool:
-    """Whether a report's test entry ran on the run's ``loop`` through the
-    swap. A report from before the swap was recorded says only the loop
-    types: a loop of ``loop``'s family then counts."""
-    on_family = any(is_loop_of(t, loop) for t in entry.get("loops", ()))
-    if "reached" not in entry:
-        return on_family
-    return bool(entry["reached"]) and on_family
-
-
 # --- pytest plugin ---------------------------------------------------------------
 
 
@@ -331,19 +108,7 @@ def swap_reached(entry: dict[str, Any], loop: str) -> bool:
 # ``--zloop-loop zloop``. A flag wins over $ZLOOP_TEST_LOOP, which wins over
 # the ini file. The ini name is also the option's dest: one of the suite's
 # own options cannot share it.
-_OPTIONS = (
-    ("--zloop-loop", "zloop_loop",
-     "loop that asyncio.new_event_loop() builds for the whole run: "
-     f"{'|'.join(LOOP_NAMES)} (default: $ZLOOP_TEST_LOOP, else asyncio)"),
-    ("--zloop-backend", "zloop_backend",
-     "zloop backend, one of zloop.BACKENDS (epoll|io_uring on Linux), passed to zloop "
-     "as ZLOOP_BACKEND"),
-    ("--zloop-report", "zloop_report",
-     "write a JSON report: each test's outcome and the loop types it ran on"),
-    ("--zloop-exclude", "zloop_exclude",
-     'deselect tests named in a JSON list of {"test": glob, "reason": text}'),
-    ("--zloop-label", "zloop_label",
-     "free-form label stored in the report (suite name, version)"),
+_OPTIONS = pytest_options.USER_OPTIONS + (
     ("--zloop-select", "zloop_select",
      "run only the tests named in a JSON list of test ids (the runner's reruns: "
      "the run's own arguments stay as they were)"),
@@ -355,7 +120,7 @@ _OPTIONS = (
      "yes: run every test even where the configuration stops at the first failure "
      "(-x, --maxfail, --sw): two runs compared test by test must both be complete"),
 )
-_PATH_OPTIONS = ("zloop_report", "zloop_exclude", "zloop_select")
+_PATH_OPTIONS = (*pytest_options.PATH_OPTIONS, "zloop_select")
 _FLAGS = {name: flag for flag, name, _ in _OPTIONS}
 # The earlier spellings of the user's options, accepted only where the suite
 # does not define the same flag or ini option itself (uvloop-era conftests
@@ -367,17 +132,22 @@ _OLD_SPELLINGS = {
     "zloop_exclude": ("--event-loop-exclude", "event_loop_exclude"),
     "zloop_label": ("--event-loop-label", "event_loop_label"),
 }
-_GROUP = "zloop"
+_GROUP = pytest_options.GROUP
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup(_GROUP, "run the suite on a chosen event loop (zloop.testing)")
+    # The options zloop's entry-point plugin registered, where it was loaded
+    # first (zloop.testing loaded by a conftest's pytest_plugins): the same.
+    taken_flags, taken_ini = _taken_flags(parser) or set(), _taken_ini(parser) or set()
     for flag, name, text in _OPTIONS:
         # Checked in pytest_configure, not by argparse's choices: the ini and
         # the environment need the same check, and it must be an error.
-        group.addoption(flag, dest=name, default=None,
-                        metavar="PATH" if name in _PATH_OPTIONS else None, help=text)
-        parser.addini(name, help=f"{text} (as {flag})", default=None)
+        if flag not in taken_flags:
+            group.addoption(flag, dest=name, default=None,
+                            metavar="PATH" if name in _PATH_OPTIONS else None, help=text)
+        if name not in taken_ini:
+            parser.addini(name, help=f"{text} (as {flag})", default=None)
     if pluginmanager.is_blocked("cacheprovider"):
         # The compat runner points each run's cache at a directory of its
         # own (-o cache_dir=...). With the cache plugin turned off by the
@@ -507,11 +277,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     jobs = _count(config, "zloop_jobs")
     xdist = config.pluginmanager.hasplugin("xdist")
     if jobs is not None and xdist:
-        config.option.numprocesses = int(jobs)
-        if jobs:
-            # A hang ends its worker; xdist's default of 4 restarts per
-            # worker would then stop the run and leave the rest unrun.
-            config.option.maxworkerrestart = "100000"
+        _set_workers(config, int(jobs))
     timeout_s = _count(config, "zloop_timeout")
     if timeout_s is not None and config.pluginmanager.hasplugin("timeout"):
         config.option.timeout = timeout_s
@@ -521,13 +287,39 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.timeout_method = "thread" if workers else "signal"
 
 
+def _set_workers(config: pytest.Config, jobs: int) -> None:
+    """xdist's worker count, and what xdist's own ``pytest_cmdline_main``
+    derives from it: that hook is tryfirst too, and was registered after
+    this plugin (an entry point after ``-p``), so it has already run, with
+    the count the command line gave."""
+    config.option.numprocesses = jobs
+    if not jobs:
+        config.option.dist = "no"
+        config.option.tx = []
+        return
+    if config.option.dist == "no":
+        config.option.dist = "load"
+    most = getattr(config.option, "maxprocesses", None)
+    config.option.tx = ["popen"] * (min(jobs, most) if most else jobs)
+    # A hang ends its worker; xdist's default of 4 restarts per worker
+    # would then stop the run and leave the rest unrun.
+    config.option.maxworkerrestart = "100000"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     name = _choice(config, "zloop_loop", LOOP_NAMES, "ZLOOP_TEST_LOOP") or "asyncio"
     backend = _backend_choice(config)
+    spawned = _choice(config, "zloop_children", ("yes", "no")) != "no"
     factory = install_loop(name, backend)
-    config.stash[_STATE_KEY] = _State(config, name, backend, factory)
+    config.stash[_STATE_KEY] = _State(config, name, backend, factory, spawned)
     config.pluginmanager.register(config.stash[_STATE_KEY], "zloop-testing-state")
     config.addinivalue_line("markers", "zloop_loop: used by zloop.testing (reserved)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE_KEY, None)
+    if state is not None:
+        state.close()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -541,7 +333,7 @@ class _State:
     """Per-session state: the chosen loop, the exclusions and the report."""
 
     def __init__(self, config: pytest.Config, loop: str, backend: str | None,
-                 factory: Callable[[], Any]) -> None:
+                 factory: Callable[[], Any], spawned: bool) -> None:
         self.config = config
         self.loop = loop
         self.backend = backend
@@ -561,13 +353,53 @@ class _State:
             # One line per finished test, written as it finishes: a run that is
             # killed still leaves what it had.
             self._jsonl = open(self.report_path + ".jsonl", "w", encoding="utf-8")
+        self.collect_errors: list[dict[str, Any]] = []
+        # The children's records: a directory of this run's own (a worker
+        # uses its controller's), beside the report when there is one.
+        self.children = children.Parent.inherited() if self.is_worker else \
+            children.Parent.create(loop, backend, spawned, Path(
+                self.report_path + ".children") if self.report_path else None)
+        if self.children is None:
+            RECORDER.own()
+        else:
+            if not self.is_worker:
+                self.children.export()
+            children.own(self.children.channel)
+        # Which test runs now, for the runner's per-test limit: a file per
+        # process that runs tests.
+        self._running_path = None
+        if self.report_path:
+            worker = (config.workerinput["workerid"]  # type: ignore[attr-defined]
+                      if self.is_worker else "main")
+            self._running_path = Path(f"{self.report_path}.running-{worker}")
+        self._timeout_plugin = bool(config.pluginmanager.hasplugin("timeout")
+                                    and getattr(config.option, "timeout", None))
+
+    def close(self) -> None:
+        if self.children is not None and not self.is_worker:
+            self.children.close(remove=True)
 
     # Recording, on whichever process runs the test.
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any):
         RECORDER.take()  # loops from between tests belong to no test
-        yield
+        # The processes the test starts inherit its name (see
+        # zloop.compat.children), and so count for it.
+        os.environ[children.TEST_ENV] = item.nodeid
+        self._write_running(item.nodeid)
+        try:
+            yield
+        finally:
+            os.environ.pop(children.TEST_ENV, None)
+            self._write_running(None)
+
+    def _write_running(self, test: str | None) -> None:
+        if self._running_path is None:
+            return
+        self._running_path.write_text(json.dumps({
+            "test": test, "started_s": time.time(), "pid": os.getpid(),
+            "timeout_plugin": self._timeout_plugin}), encoding="utf-8")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Any):
@@ -582,6 +414,9 @@ class _State:
             item.user_properties.append((_BASES_PROPERTY, bases))
             item.user_properties.append((_OVERRIDES_PROPERTY, {
                 name: RECORDER.overrides.get(name, []) for name in bases}))
+        records = self.children.channel.read(item.nodeid) if self.children else []
+        if records:
+            item.user_properties.append((_CHILD_PROPERTY, children.merge(records)))
 
     # Exclusions.
 
@@ -644,7 +479,8 @@ class _State:
                 entry["detail"] = _failure_lines(report)
             elif outcome in ("skipped", "xfailed"):
                 entry["message"] = _skip_reason(report)
-        for key, value in report.user_properties:
+        properties: list[tuple[str, Any]] = list(report.user_properties)
+        for key, value in properties:
             if key == _LOOPS_PROPERTY:
                 entry["loops"] = sorted(set(entry["loops"]) | set(value))
             elif key == _REACHED_PROPERTY:
@@ -653,14 +489,48 @@ class _State:
                 self.loop_bases.update(value)
             elif key == _OVERRIDES_PROPERTY:
                 self.loop_overrides.update(value)
+            elif key == _CHILD_PROPERTY:
+                self._add_children(entry, value)
         if report.when in ("teardown", "???") or outcome == "crashed":
             if self._jsonl is not None:
                 self._jsonl.write(json.dumps({"test": report.nodeid, **entry}) + "\n")
                 self._jsonl.flush()
 
+    def _add_children(self, entry: dict[str, Any], child: dict[str, Any]) -> None:
+        """Counts a test's children's loops as the test's own."""
+        entry["loops"] = sorted(set(entry["loops"]) | set(child["loops"]))
+        entry["reached"] = entry["reached"] or child["reached"]
+        if child["loops"]:
+            entry["child_loops"] = sorted(set(entry.get("child_loops", [])) |
+                                          set(child["loops"]))
+        if child["errors"]:
+            entry["child_errors"] = sorted(set(entry.get("child_errors", [])) |
+                                           set(child["errors"]))
+        self.loop_bases.update(child["bases"])
+        self.loop_overrides.update(child["overrides"])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A module that cannot be collected (an import error): pytest stops
+        # before any test runs, unless told to go on.
+        if report.failed and not self.is_worker:
+            self.collect_errors.append({"nodeid": report.nodeid,
+                                        "lines": _failure_lines(report, limit=12)})
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
+        pids: dict[str, str] = {}
+        if self.children is not None:
+            # Children that outlived their test's end wrote after it was
+            # counted: they count all the same.
+            by_test: dict[str, list[dict[str, Any]]] = {}
+            for record in self.children.channel.read_all():
+                by_test.setdefault(record["test"], []).append(record)
+                pids[str(record.get("pid"))] = record["test"]
+            for test, records in by_test.items():
+                if test in self.tests:
+                    self._add_children(self.tests[test], children.merge(records))
         # The summary is counted whether or not a report is written: the
         # terminal line that says how many tests ran on the loop is the proof
         # a plain `pytest -p zloop.testing` run gets.
@@ -681,6 +551,10 @@ class _State:
         report["summary"]["excluded"] = len(self.excluded)
         report["loop_bases"] = dict(sorted(self.loop_bases.items()))
         report["loop_overrides"] = dict(sorted(self.loop_overrides.items()))
+        report["collect_errors"] = self.collect_errors
+        # pid -> test, for the processes that wrote: the runner names the
+        # test that started a process still running when pytest should exit.
+        report["child_pids"] = pids
         Path(self.report_path).write_text(json.dumps(report, indent=1, sort_keys=True),
                                           encoding="utf-8")
 
@@ -735,7 +609,8 @@ def _short_message(report: pytest.TestReport) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else ""
 
 
-def _failure_lines(report: pytest.TestReport, limit: int = 8) -> list[str]:
+def _failure_lines(report: pytest.TestReport | pytest.CollectReport,
+                   limit: int = 8) -> list[str]:
     """The first lines that say why a test failed: where it failed and
     pytest's ``E`` lines (the exception and its explanation), else the end
     of the traceback text."""

@@ -34,19 +34,21 @@ import importlib.util
 import json
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 from zloop.compat import report
-from zloop.compat.runner import (LOOPS, Verdict, backend_names, judge, load_run, run_label,
-                                 run_pytest)
+from zloop.compat.internals import depends_on_internals
+from zloop.compat.runner import (LOOPS, LimitHit, Limits, Verdict, backend_names, judge,
+                                 load_run, run_label, run_pytest)
 from zloop.compat.suites import Suite, SuiteError, load_expected
 
 # Defaults for a project's own suite, which has no suite.toml to say them.
 DEFAULT_JOBS = 2
-DEFAULT_TIMEOUT_S = 120
-WALL_LIMIT_S = 3600
+DEFAULT_TIMEOUT_S = 120  # a test (and pytest's exit after its last test)
+DEFAULT_TOTAL_TIMEOUT_S = 7200  # the whole check, every run and rerun
 
 # A project's own differences are run again up to this many: a real difference
 # shared by many tests (one cause) must not keep the flaky ones from their
@@ -61,6 +63,69 @@ EXIT_TOO_LITTLE = 4
 MAX_NOT_RUN_SHARE = 0.5
 # ... or fewer than this share of them were compared.
 MIN_COMPARED_SHARE = 0.1
+# The exit status when one of the check's limits ended it (a test that
+# hangs, a pytest that does not exit, the overall limit).
+EXIT_LIMIT = 5
+# The exit status of a usage error, and of a suite pytest cannot run here.
+EXIT_USAGE = 2
+
+
+# The reference that ``check --help`` prints after the options: what a user
+# of an installed zloop has at hand (the longer guide, docs/validate.md, is
+# in zloop's source repository).
+GUIDE = f"""\
+exit status:
+  0  no test differs from stock asyncio beyond the ones --expected accepts
+  1  one does, or a run on another loop failed
+  2  a usage error, or pytest cannot run the suite here: it stopped before
+     collecting a test, could not collect a module (its error is quoted), or
+     collected none
+  3  nothing to compare: the swap reached no test (the suite runs no event
+     loop, or only loops it chooses itself, such as its own loop class)
+  4  too little compared for a verdict: more than half of the tests errored
+     or were skipped on both loops, or fewer than a tenth were compared
+  {EXIT_LIMIT}  a limit ended the check (below): it names the test
+
+limits:
+  --timeout S (default {DEFAULT_TIMEOUT_S}) bounds each test. Where the project runs
+  pytest-timeout, that plugin fails a test that runs longer and the run goes on;
+  where it does not, the check ends a test that runs longer, ending the whole
+  run (exit {EXIT_LIMIT}), and names it, with what it did on stock asyncio. pytest must
+  also exit within S seconds of its last test (a worker process a test never
+  joined keeps it waiting). --total-timeout S (default {DEFAULT_TOTAL_TIMEOUT_S}, 0: none) bounds
+  the whole check. Ending a run ends every process of its process group and
+  session: what a test started, unless it made a session of its own.
+
+child processes:
+  A forked child inherits the loop swap. A new Python interpreter that a test
+  starts (multiprocessing's spawn and forkserver, subprocess running Python,
+  pytester's runpytest_subprocess) gets it from a start-up hook
+  (sitecustomize.py) that the plugin puts first on PYTHONPATH, with the test's
+  name in $ZLOOP_TESTING_TEST: it swaps the loop once the child imports
+  asyncio. Each child's loops count for the test that started it. Not reached:
+  interpreters started with -E, -I or -S, or with an environment of their own
+  that drops PYTHONPATH, and Pythons that cannot import this zloop (a
+  Python that a program of another language starts is reached).
+  --zloop-children no (after --) leaves spawned children on stock asyncio.
+
+differences:
+  A test that passes on stock asyncio and fails on zloop (or the reverse) is a
+  zloop bug to report, unless it depends on stock asyncio's internals: reads
+  or writes a private attribute (transport._address, loop._selector), or
+  asserts isinstance(x, asyncio.Handle). check says so under such a
+  difference. Accept a difference by listing it in a TOML file passed as
+  --expected:
+
+      [[zloop]]
+      test = "tests/test_io.py::test_from_socket[*]"   # * and ? are wild
+      reason = "writes transport._address, a private attribute of asyncio's"
+
+  A test that differs once and not in a rerun is FLAKY, not counted. A test
+  that ran no event loop, or only loops it chose itself, is not compared.
+
+the plugin alone:
+  pytest -p zloop.testing --zloop-loop zloop   (see pytest --help, "zloop")
+"""
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -76,11 +141,16 @@ def run_check(args: argparse.Namespace) -> int:
                  "(or leave it out of --loops)")
     if args.reruns < 0:
         raise SuiteError("--reruns must be 0 or more")
+    if (args.timeout is not None and args.timeout <= 0) or args.total_timeout < 0:
+        raise SuiteError("--timeout must be more than 0, --total-timeout 0 (none) or more")
     project = Path.cwd().resolve()
+    total_s = float(args.total_timeout or "inf")
     suite = Suite(name=project.name, directory=project, description="", source="local",
                   targets=[], pytest_args=[], jobs=DEFAULT_JOBS, timeout_s=DEFAULT_TIMEOUT_S,
-                  wall_limit_s=WALL_LIMIT_S, plugins=[], requirements=[],
+                  wall_limit_s=int(min(total_s, 10**9)), plugins=[], requirements=[],
                   expected=load_expected(args.expected.resolve()) if args.expected else {})
+    args.limits = Limits(test_s=float(args.timeout or DEFAULT_TIMEOUT_S), total_s=total_s,
+                         deadline=time.monotonic() + total_s)
     runs = [(loop, backend) for loop in loops if loop != "asyncio"
             for backend in (backends if loop == "zloop" else [None])]
     with _results_dir(args.results) as out_dir:
@@ -120,35 +190,97 @@ def _check(suite: Suite, args: argparse.Namespace, runs: list[tuple[str, str | N
     print(f"compat: checking {project}, Python {'.'.join(map(str, sys.version_info[:3]))}: "
           f"stock asyncio, then {', '.join(run_label(*r) for r in runs)}", flush=True)
     base_path = out_dir / "asyncio.json"
-    rc = run_pytest(suite, project, "asyncio", None, base_path, args)
-    baseline = load_run(base_path, rc)
-    base_verdict = judge(suite, args, "asyncio", None, baseline, None, base_path, rc, project,
-                         require_loop=False)
-    _split_skips(base_verdict.row, baseline)
-    reached = baseline["summary"]["on_loop"] > 0
-    if not reached and baseline["summary"]["collected"]:
-        own = _own_loop_tests(baseline)
-        base_verdict.row["status"] = "not compared" if own else "no loop"
-    checked: list[Checked] = []
-    if reached and not base_verdict.problems:
-        for loop, backend in runs:
-            name = f"{loop}-{backend}" if backend else loop
-            path = out_dir / f"{name}.json"
-            rc = run_pytest(suite, project, loop, backend, path, args)
-            result = load_run(path, rc)
-            verdict = judge(suite, args, loop, backend, result, baseline, path, rc,
-                            project, rounds=args.reruns, reached_only=True,
-                            rerun_max=RERUN_MAX)
-            _split_skips(verdict.row, result)
-            checked.append((loop, backend, verdict, result))
+    baseline: dict[str, Any] | None = None
+    rows: list[dict[str, Any]] = []
+    try:
+        rc = run_pytest(suite, project, "asyncio", None, base_path, args)
+        baseline = load_run(base_path, rc)
+        base_verdict = judge(suite, args, "asyncio", None, baseline, None, base_path, rc,
+                             project, require_loop=False)
+        _split_skips(base_verdict.row, baseline)
+        rows.append(base_verdict.row)
+        cannot = _cannot_run(baseline, rc, base_path)
+        if cannot is not None:
+            print(f"compat: CANNOT RUN: {cannot}")
+            return _record(args, out_dir, EXIT_USAGE, rows)
+        reached = baseline["summary"]["on_loop"] > 0
+        if not reached and baseline["summary"]["collected"]:
+            own = _own_loop_tests(baseline)
+            base_verdict.row["status"] = "not compared" if own else "no loop"
+        checked: list[Checked] = []
+        if reached and not base_verdict.problems:
+            for loop, backend in runs:
+                name = f"{loop}-{backend}" if backend else loop
+                path = out_dir / f"{name}.json"
+                rc = run_pytest(suite, project, loop, backend, path, args)
+                result = load_run(path, rc)
+                verdict = judge(suite, args, loop, backend, result, baseline, path, rc,
+                                project, rounds=args.reruns, reached_only=True,
+                                rerun_max=RERUN_MAX)
+                _split_skips(verdict.row, result)
+                checked.append((loop, backend, verdict, result))
+                rows.append(verdict.row)
+    except LimitHit as hit:
+        _print_limit(hit, baseline)
+        return _record(args, out_dir, EXIT_LIMIT, rows)
     status = _print_outcome(suite, baseline, base_verdict, checked, args, out_dir)
+    return _record(args, out_dir, status, rows)
+
+
+def _record(args: argparse.Namespace, out_dir: Path, status: int,
+            rows: list[dict[str, Any]]) -> int:
     if args.results:
         # The table and the verdict, for a script that runs check on many
         # projects (scripts/check_projects.py).
-        rows = [base_verdict.row, *(verdict.row for _, _, verdict, _ in checked)]
         (out_dir / "check.json").write_text(json.dumps(
             {"exit": status, "rows": rows}, indent=1), encoding="utf-8")
     return status
+
+
+def _cannot_run(baseline: dict[str, Any], rc: int, path: Path) -> str | None:
+    """Why pytest could not run the suite here at all, on stock asyncio, if
+    it could not: a module it could not collect (pytest then stops before
+    any test), or no test collected. Plain pytest fails the same way."""
+    errors = baseline.get("collect_errors") or []
+    ran = sum(baseline["summary"]["counts"].values())
+    if errors and not ran:
+        first = errors[0]
+        quoted = _quote_error(first["lines"]) or "(pytest printed no error line)"
+        return (f"pytest could not collect the suite: {len(errors)} error(s) during "
+                f"collection, the first in {first['nodeid'] or 'the session'}: {quoted}. "
+                "No test ran on any loop, and plain pytest stops the same way (its first "
+                "error is above). Make the suite collect under plain pytest here (install "
+                "what its modules import), or name the tests to check after --")
+    if rc == 5:
+        return ("pytest collected no test (exit status 5): run the check where you run "
+                "pytest, or name the tests after --")
+    return None
+
+
+def _quote_error(lines: list[str]) -> str:
+    """pytest's own line for an error: its first ``E`` line (the
+    exception), else its last line."""
+    said = [line for line in lines if line.startswith("E ")]
+    line = (said or lines[-1:] or [""])[0]
+    return f"`{line[1:].strip() if line.startswith('E ') else line.strip()}`" if line else ""
+
+
+def _print_limit(hit: LimitHit, baseline: dict[str, Any] | None) -> None:
+    """What a limit ended, and what stock asyncio did with that test."""
+    print(f"\ncompat: ENDED: {hit.label}: {hit.said}.")
+    base = (baseline or {}).get("tests", {}).get(hit.test or "")
+    if base and not hit.label.startswith("asyncio"):
+        print(f"compat: on stock asyncio, {hit.test} {base['outcome']} in "
+              f"{base.get('duration_s', 0):.1f} s: a hang on {hit.label} only is a difference "
+              "from stock asyncio")
+    if hit.ended:
+        print("compat: ended the run's processes: " + "; ".join(
+            f"pid {p.pid} ({p.command[:100]})" + (
+                f", started by {hit.started_by[p.pid]}" if p.pid in hit.started_by else "")
+            for p in hit.ended[:8])
+            + (f"; and {len(hit.ended) - 8} more" if len(hit.ended) > 8 else ""))
+    print("compat: no verdict: the check ended before it could compare every run "
+          f"(exit status {EXIT_LIMIT}; check --help: \"limits\")")
 
 
 def _split_skips(row: dict[str, Any], result: dict[str, Any]) -> None:
@@ -286,6 +418,7 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
     problems = list(base_verdict.problems)
     rows = [base_verdict.row]
     coverages = []
+    internal = 0
     for loop, backend, verdict, result in checked:
         if verdict.row["status"] == "stale list":
             verdict.row["status"] = "ok"  # a fixed difference is no failure here
@@ -299,7 +432,9 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
         problems += [f"{label}: {p}" for p in verdict.problems]
         assert verdict.diff is not None
         print(f"\ncompat: {label} against stock asyncio")
-        report.print_diff(verdict.diff, loop, details=_details(verdict.diff, baseline, result))
+        details = _details(verdict.diff, baseline, result)
+        internal += _on_internals(details)
+        report.print_diff(verdict.diff, loop, details=details)
         for d in verdict.diff.listed:
             print(f"  LISTED    {d.test}: asyncio {d.baseline}, {loop} {d.target} "
                   f"({d.entry.reason if d.entry else ''})")
@@ -307,6 +442,7 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
             problems.append(f"{label}: {len(verdict.diff.unlisted)} test(s) differ from "
                             "stock asyncio and are not listed in "
                             f"{args.expected or 'an --expected file'}")
+        problems += _new_collect_errors(baseline, result, label)
     print(f"\ncompat: {suite.name} ({suite.directory}), Python "
           "{}.{}.{}".format(*sys.version_info[:3]))
     report.print_table(rows, report.CHECK_COLUMNS)
@@ -327,14 +463,15 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
             print("compat: nothing to compare, so no verdict. "
                   f"{_own_loop_advice(own, baseline.get('loop_overrides', {}))}; the "
                   "suite's other tests, if any, are compared by this check "
-                  "(docs/validate.md, \"A suite with its own loop class\")")
+                  "(docs/validate.md in zloop's repository: \"A suite with its own loop class\")")
         else:
             print(f"compat: NOT COMPARED: {_no_loop_reason(baseline)}.")
-            print("compat: nothing to compare, so no verdict (docs/validate.md, "
-                  "\"Exit status\")")
+            print("compat: nothing to compare, so no verdict (check --help: \"exit status\")")
         return EXIT_NOT_REACHED
     if note:
         print(f"compat: NOTE: {note}")
+    for said in _child_notes(baseline, checked):
+        print(f"compat: NOTE: {said}")
     chosen = _chosen_loop_tests(baseline)
     if chosen:
         print(f"compat: NOTE: {len(chosen)} test(s) ran only loops they chose themselves "
@@ -348,10 +485,22 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
     for problem in problems:
         print(f"compat: FAIL: {problem}")
     if problems:
-        if any(v.diff is not None and v.diff.unlisted for _, _, v, _ in checked):
-            print("compat: a difference is a zloop bug to report, unless the test depends on "
-                  "stock asyncio's own classes or internals; list accepted ones, with the "
-                  "reason, in a TOML file passed as --expected (see docs/validate.md)")
+        if internal:
+            print(f"compat: {internal} of the differences come from a reliance on stock "
+                  "asyncio's internals (its private attributes, its own classes), which no "
+                  "other loop has, uvloop included: the project depends on asyncio "
+                  "internals there, in its code or in its tests. Where only a test does, "
+                  "the code may run unchanged on zloop: accept the test with --expected, "
+                  "giving what it depends on as the reason; where the code does, it needs "
+                  "that internal changed to run on another loop")
+        unlisted = sum(len(v.diff.unlisted) for _, _, v, _ in checked if v.diff is not None)
+        if unlisted > internal:
+            print(f"compat: {'any other' if internal else 'a'} difference is a zloop bug to "
+                  "report, with the test and the lines above, unless the test depends on "
+                  "stock asyncio's own classes or internals in a way not shown there")
+        if unlisted:
+            print("compat: list the differences you accept, each with its reason, in a TOML "
+                  "file passed as --expected (check --help: \"Differences\")")
         return 1
     little = [(label, c) for label, c in coverages if c.too_little]
     if little:
@@ -359,11 +508,45 @@ def _print_outcome(suite: Suite, baseline: dict[str, Any], base_verdict: Verdict
             print(f"compat: TOO LITTLE COMPARED: {label}: {_too_little_reason(c)}")
         print("compat: no difference in what was compared, but that is too little of the "
               "suite for a verdict: make the suite run under plain pytest first "
-              "(docs/validate.md, \"Exit status\")")
+              "(check --help: \"exit status\")")
         return EXIT_TOO_LITTLE
     print("compat: OK: every run ran on its loop, and no test differs from stock asyncio "
           "beyond the listed ones")
     return 0
+
+
+def _new_collect_errors(baseline: dict[str, Any], result: dict[str, Any],
+                        label: str) -> list[str]:
+    """A module pytest could collect on stock asyncio and not on the loop
+    under test: a difference, said with pytest's error line."""
+    before = {e["nodeid"] for e in baseline.get("collect_errors") or []}
+    return [f"{label}: pytest could not collect {e['nodeid'] or 'the session'} on this loop, "
+            f"as it could on stock asyncio: {_quote_error(e['lines'])}"
+            for e in result.get("collect_errors") or [] if e["nodeid"] not in before]
+
+
+def _child_notes(baseline: dict[str, Any], checked: list[Checked]) -> list[str]:
+    """How many tests ran loops in the processes they started, and the
+    children that could not take the swap."""
+    notes = []
+    in_children = [t for t, e in baseline["tests"].items() if e.get("child_loops")]
+    if in_children:
+        notes.append(f"{len(in_children)} test(s) ran loops in child processes they started "
+                     f"(e.g. {in_children[0]}): counted for the test that started them")
+    for loop, backend, _, result in [("asyncio", None, None, baseline), *checked]:
+        failed = sorted({(t, err) for t, e in result["tests"].items()
+                         for err in e.get("child_errors", [])})
+        if failed:
+            test, error = failed[0]
+            notes.append(f"{run_label(loop, backend)}: {len(failed)} child process(es) could "
+                         f"not take the swap: they ran stock asyncio, unrecorded (e.g. in {test}: "
+                         f"{error})")
+    errors = baseline.get("collect_errors") or []
+    if errors:
+        notes.append(f"pytest could not collect {len(errors)} module(s) on stock asyncio "
+                     f"either, whose tests were not compared (e.g. {errors[0]['nodeid']}: "
+                     f"{_quote_error(errors[0]['lines'])})")
+    return notes
 
 
 def _too_little_reason(c: Coverage) -> str:
@@ -381,7 +564,8 @@ def _too_little_reason(c: Coverage) -> str:
 def _details(diff: report.DiffResult, baseline: dict[str, Any],
              result: dict[str, Any]) -> dict[str, list[str]]:
     """The first lines of each unlisted difference's failure, from the run
-    in which it failed (the loop under test's, else asyncio's)."""
+    in which it failed (the loop under test's, else asyncio's), and what
+    they show the project depends on in stock asyncio's internals."""
     details = {}
     for d in diff.unlisted:
         for side, run in (("", result), ("on asyncio: ", baseline)):
@@ -389,5 +573,14 @@ def _details(diff: report.DiffResult, baseline: dict[str, Any],
             lines = entry.get("detail") or ([entry["message"]] if entry.get("message") else [])
             if report.outcome_class(entry.get("outcome")) == "failed" and lines:
                 details[d.test] = [side + lines[0], *lines[1:]]
+                internal = depends_on_internals([entry.get("message", ""), *lines])
+                if internal and not side:
+                    details[d.test].append(f"-> depends on stock asyncio's internals: it "
+                                           f"{internal}")
                 break
     return details
+
+
+def _on_internals(details: dict[str, list[str]]) -> int:
+    return sum(1 for lines in details.values()
+               if lines and lines[-1].startswith("-> depends on stock asyncio's internals"))

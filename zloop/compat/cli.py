@@ -21,11 +21,12 @@ import os
 import subprocess
 import sys
 import sysconfig
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from zloop.compat import fetch, report
-from zloop.compat.check import run_check
+from zloop.compat.check import DEFAULT_TOTAL_TIMEOUT_S, GUIDE, run_check
 from zloop.compat.runner import (LOOPS, backend_names, judge, load_run, python_tag,
                                  run_pytest)
 from zloop.compat.suites import (PINNED_SUITES_HOME, Suite, SuiteError, default_compat_dir,
@@ -65,12 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check", help="run the current directory's pytest suite on each loop and "
         "report the tests whose outcome differs from stock asyncio",
-        description="Run this project's pytest suite once per loop (and zloop backend), "
-        "prove each run ran on its loop, rerun the tests whose outcome differs to tell "
-        "flaky tests from real differences, and exit 1 if a difference is not listed in "
-        "--expected; exit 3 when the swap reached no test (the suite runs no loop, or only "
-        "its own loop class), 4 when too little of the suite was compared for a verdict "
-        "(most of it errored or was skipped on both loops). See docs/validate.md.")
+        description=textwrap.fill(
+            "Run this project's pytest suite (in the current directory, as plain pytest "
+            "would) once on stock asyncio and once per other loop (and zloop backend), "
+            "through zloop's pytest plugin, which swaps the loop behind "
+            "asyncio.new_event_loop() and records the loops each test ran; prove each run "
+            "ran on its loop, rerun the tests whose outcome differs to tell flaky tests from "
+            "real differences, and say each difference with the first lines of its "
+            "failure.", 79),
+        epilog=GUIDE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--loops", default="asyncio,zloop",
                    help="comma-separated loops; asyncio, the baseline, always runs "
                    f"(from {','.join(LOOPS)}; default asyncio,zloop)")
@@ -84,9 +88,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="times a differing test runs again on both loops (default 2)")
     p.add_argument("--jobs", "-n", type=int, default=None,
                    help="pytest-xdist workers when it is installed (default: 2; 0: none)")
-    p.add_argument("--timeout", type=int, default=None,
-                   help="per-test timeout in seconds when pytest-timeout is installed "
-                   "(default 120)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="per-test limit in seconds (default 120): pytest-timeout, where the "
+                   "project has it, fails a test that runs longer and the run goes on; "
+                   "without it, such a test ends the check (exit 5), naming it. pytest must "
+                   "also exit within S seconds of its last test")
+    p.add_argument("--total-timeout", type=float, default=DEFAULT_TOTAL_TIMEOUT_S, metavar="S",
+                   help="limit in seconds on the whole check, every run and rerun; past it "
+                   "the check ends (exit 5), naming the tests that ran (default "
+                   f"{DEFAULT_TOTAL_TIMEOUT_S}; 0: none)")
     p.add_argument("--results", type=Path, default=None, metavar="DIR",
                    help="keep the JSON reports and pytest's output in DIR (default: a "
                    "temporary directory)")

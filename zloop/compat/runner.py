@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from zloop.compat import report
+from zloop.compat import procs, report
 from zloop.compat.suites import Suite, SuiteError
 
 LOOPS = ("asyncio", "uvloop", "zloop")
@@ -50,6 +50,34 @@ def run_label(loop: str, backend: str | None) -> str:
     return loop + (f" ({backend})" if backend else "")
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The check's own limits on its pytest runs (``check --help``,
+    "limits"): a test may run ``test_s`` seconds (twice that, and a minute,
+    where pytest-timeout is active with the same limit: it ends the test
+    itself, and the run goes on), and pytest must exit ``test_s`` seconds
+    after its last test; every run ends by ``deadline`` (``time.monotonic()``),
+    ``total_s`` after the check began."""
+
+    test_s: float
+    total_s: float
+    deadline: float
+
+
+class LimitHit(Exception):
+    """A run that one of the check's limits ended, its processes killed:
+    what happened, the run, and the test that ran (if one did)."""
+
+    def __init__(self, said: str, label: str, test: str | None,
+                 ended: list[procs.Process], started_by: dict[int, str]) -> None:
+        super().__init__(said)
+        self.said = said
+        self.label = label
+        self.test = test
+        self.ended = ended
+        self.started_by = started_by  # pid -> the test that started it, where known
+
+
 # --- one pytest run --------------------------------------------------------------
 
 
@@ -60,9 +88,14 @@ def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
     writing the report to ``out_path`` and pytest's output to
     ``log_path(out_path)``; returns pytest's exit status. The output is
     shown as it comes when ``args.verbose`` (the pinned suites' runs),
-    else as one progress line."""
+    else as one progress line. With ``args.limits`` (the check's), a run
+    that passes one is ended and ``LimitHit`` raised; without, a run past
+    the suite's wall limit is ended, and returns -1. Processes the tests left
+    running when pytest exited are ended either way."""
+    limits: Limits | None = getattr(args, "limits", None)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (out_path, Path(f"{out_path}.jsonl"), Path(f"{out_path}.collected")):
+    for stale in (out_path, Path(f"{out_path}.jsonl"), Path(f"{out_path}.collected"),
+                  *_running_files(out_path)):
         stale.unlink(missing_ok=True)
     command = _pytest_command(suite, run_root, loop, backend, out_path, args, select)
     env = _env_with_zloop(str(suite.directory), str(out_path.parent / "plugin"))
@@ -90,15 +123,30 @@ def run_pytest(suite: Suite, run_root: Path, loop: str, backend: str | None,
         progress = None if verbose else _Progress(f"{run_label(loop, backend)}"
                                                   + (" rerun" if select is not None else ""),
                                                   out_path, started)
-        rc = _wait(proc, suite.wall_limit_s, label, progress)
-        copier.join()
+        try:
+            rc = _wait(proc, suite.wall_limit_s, run_label(loop, backend), progress,
+                       out_path, limits)
+        except LimitHit:
+            if progress is not None:
+                progress.finish(-1)
+            raise
+        finally:
+            left = procs.end(proc.pid, settle_s=2.0)
+            # A process outside the group may still hold the pipe: the rest
+            # of the output is not worth waiting for.
+            copier.join(timeout=10)
+        if left:
+            print(f"\ncompat: {label}: {len(left)} process(es) that the tests started were "
+                  "still running when pytest exited; ended: "
+                  + "; ".join(f"pid {p.pid} ({p.command[:100]})" for p in left[:5]),
+                  flush=True)
     elapsed_s = time.monotonic() - started
     if progress is not None:
         progress.finish(rc)
     else:
         print(f"compat: {label} finished in {elapsed_s:.0f} s (pytest exit {rc})", flush=True)
     if not verbose and (rc not in (0, 1) or not out_path.exists()):
-        show_log_tail(log, command)
+        show_log_excerpt(log, command)
     return rc
 
 
@@ -117,8 +165,8 @@ def _copy_output(source: IO[bytes], log: IO[str], echo: IO[str] | None) -> None:
 
 
 def _wait(proc: subprocess.Popen[bytes], wall_limit_s: float, label: str,
-          progress: _Progress | None) -> int:
-    deadline = time.monotonic() + wall_limit_s
+          progress: _Progress | None, out_path: Path, limits: Limits | None) -> int:
+    deadline = time.monotonic() + wall_limit_s if limits is None else limits.deadline
     while True:
         try:
             return proc.wait(timeout=1.0)
@@ -126,17 +174,99 @@ def _wait(proc: subprocess.Popen[bytes], wall_limit_s: float, label: str,
             pass
         if progress is not None:
             progress.update()
+        said, test = (None, None) if limits is None else _past_limit(out_path, limits)
+        if said is not None:
+            break
         if time.monotonic() > deadline:
             break
-    print(f"\ncompat: {label} passed its wall limit of {wall_limit_s:.0f} s; ending it",
-          flush=True)
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    if limits is None:
+        print(f"\ncompat: the run on {label} passed its wall limit of {wall_limit_s:.0f} s; "
+              "ending it", flush=True)
+        procs.end(proc.pid, grace_s=30)
         proc.wait()
-    return -1
+        return -1
+    if said is None:
+        running = [t for t, _ in _running_tests(out_path)]
+        test = running[0] if running else None
+        said = (f"the check passed its overall limit of {limits.total_s:.0f} s "
+                "(--total-timeout)" + (f", while {', '.join(running)} ran" if running else ""))
+    ended = procs.end(proc.pid)
+    proc.wait()
+    raise LimitHit(said, label, test, ended, _started_by(out_path))
+
+
+def _started_by(out_path: Path) -> dict[int, str]:
+    """pid -> test, for the child processes that told zloop.testing which
+    test started them: from the report, else from their records."""
+    try:
+        pids = json.loads(out_path.read_text(encoding="utf-8")).get("child_pids", {})
+        return {int(pid): test for pid, test in pids.items()}
+    except (OSError, ValueError):
+        pass
+    from zloop.compat.children import Channel
+
+    records = Channel(Path(f"{out_path}.children") / "records").read_all()
+    return {int(r["pid"]): r["test"] for r in records if "pid" in r}
+
+
+def _running_files(out_path: Path) -> list[Path]:
+    return sorted(out_path.parent.glob(out_path.name + ".running-*"))
+
+
+def _running_state(out_path: Path) -> list[dict[str, Any]]:
+    """What each process that runs tests runs now (see zloop.testing): a
+    test and since when, or none since when; the processes that are gone
+    (an xdist worker that a timeout ended) left out."""
+    states = []
+    for path in _running_files(out_path):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being written
+        if procs.alive(int(state.get("pid", 0))):
+            states.append(state)
+    return states
+
+
+def _running_tests(out_path: Path) -> list[tuple[str, float]]:
+    """The tests that run now, and for how long, in seconds."""
+    now = time.time()
+    return [(s["test"], now - s["started_s"]) for s in _running_state(out_path) if s["test"]]
+
+
+def _past_limit(out_path: Path, limits: Limits) -> tuple[str | None, str | None]:
+    """Whether a test ran past the per-test limit, or pytest did not exit
+    that long after its last test: what to say, and the test."""
+    states = _running_state(out_path)
+    now = time.time()
+    for state in states:
+        if not state["test"]:
+            continue
+        own = not state.get("timeout_plugin")
+        limit_s = limits.test_s if own else limits.test_s * 2 + 60
+        ran_s = now - state["started_s"]
+        if ran_s > limit_s:
+            why = ("the per-test limit (--timeout; no pytest-timeout in this run)" if own else
+                   "twice the per-test limit and a minute: pytest-timeout did not end it")
+            return (f"{state['test']} ran for {ran_s:.0f} s, past {why}; it hangs, or "
+                    "needs a longer --timeout", state["test"])
+    # Since when nothing has run: the last test's end in every process that
+    # runs tests, or the report, which the session writes as it ends.
+    idle = []
+    if states and all(not s["test"] for s in states):
+        idle.append(now - max(s["started_s"] for s in states))
+    try:
+        idle.append(now - out_path.stat().st_mtime)
+    except OSError:
+        pass
+    if idle and Path(f"{out_path}.collected").exists():
+        idle_s = min(idle)
+        if idle_s > limits.test_s:
+            return (f"pytest had not exited {idle_s:.0f} s after its last test ended (the "
+                    "per-test limit, --timeout): it waits on something a test started and "
+                    "did not end, such as a process it never joined or a thread that is not "
+                    "a daemon", None)
+    return None, None
 
 
 class _Progress:
@@ -184,15 +314,75 @@ class _Progress:
               + ("\033[K" if self.tty else ""), flush=True)
 
 
-def show_log_tail(log: Path, command: list[str], lines: int = 25) -> None:
-    """The end of a failed run's output, with the command that ran."""
+def show_log_excerpt(log: Path, command: list[str], lines: int = 25) -> None:
+    """The part of a failed run's output that says why, with the command
+    that ran: its first error (which a coverage table or a page of warnings
+    at the end would hide), else its end."""
     text = log.read_text(encoding="utf-8", errors="replace").splitlines()
     print("compat: $ " + " ".join(command))
-    if len(text) > lines:
-        print(f"compat: ... the last {lines} of {len(text)} lines of pytest's output "
+    where = first_error(text, lines)
+    if where is None:
+        if len(text) > lines:
+            print(f"compat: ... the last {lines} of {len(text)} lines of pytest's output "
+                  "(all of it: check -v):")
+        shown = [(i, text[i]) for i in range(max(0, len(text) - lines), len(text))]
+    else:
+        print(f"compat: pytest's first error, from its output of {len(text)} lines "
               "(all of it: check -v):")
-    for line in text[-lines:]:
+        shown = [(i, text[i]) for i in where]
+    previous = None
+    for i, line in shown:
+        if previous is not None and i != previous + 1:
+            print("  | ...")
         print(f"  | {line}")
+        previous = i
+
+
+# The first line of an error in pytest's output: a section that reports one
+# ("____ ERROR collecting x.py ____"), a conftest or module that does not
+# import, an internal error, pytest's own "ERROR: ...", or an exception line
+# ("E   ModuleNotFoundError: ...").
+_ERROR_START = re.compile(r"^(?:_+ ERROR\b|ImportError while|INTERNALERROR>|ERROR: |E\s{2,}\S)")
+
+
+def _is_title(line: str) -> bool:
+    return line.startswith(("____", "===="))
+
+
+def first_error(text: list[str], lines: int = 25) -> list[int] | None:
+    """The indices of the lines that show the first error in pytest's
+    output, at most ``lines`` of them (the first five and the last, when
+    there are more): a section from its title to the end of its first
+    ``E`` lines, a block of ``INTERNALERROR>`` lines, or an ``ERROR:``
+    paragraph. None when no line shows an error."""
+    at = next((i for i, line in enumerate(text) if _ERROR_START.match(line)), None)
+    if at is None:
+        return None
+    start = end = at
+    if text[at].startswith("INTERNALERROR>"):
+        while end + 1 < len(text) and text[end + 1].startswith("INTERNALERROR>"):
+            end += 1
+    elif text[at].startswith("ERROR: "):
+        while end + 1 < len(text) and text[end + 1].strip() and end - at < lines:
+            end += 1
+    else:
+        if text[at].startswith("E "):
+            # The section's title, when it is near.
+            start = next((i for i in range(at, max(-1, at - 60), -1)
+                          if _is_title(text[i])), at)
+        first_e = next((i for i in range(at, len(text))
+                        if text[i].startswith("E ") or (i > at and _is_title(text[i]))),
+                       len(text))
+        if first_e < len(text) and text[first_e].startswith("E "):
+            end = first_e
+            while end + 1 < len(text) and text[end + 1].startswith("E "):
+                end += 1
+        else:
+            end = min(first_e, len(text)) - 1
+    span = list(range(start, end + 1))
+    if len(span) > lines:
+        span = span[:5] + span[-(lines - 5):]
+    return span
 
 
 def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None,
@@ -227,6 +417,10 @@ def _pytest_command(suite: Suite, run_root: Path, loop: str, backend: str | None
         # A pinned suite runs from its extracted tree, which is its rootdir;
         # a project's own suite finds its rootdir as plain pytest does.
         command += [f"--rootdir={run_root}"]
+        # Its expected differences were found with the interpreters its
+        # tests start on stock asyncio: reaching them (zloop.compat.children)
+        # is a change to each suite's list, made when the suite is rerun so.
+        command += ["--zloop-children=no"]
     return [*command, *suite.pytest_args, *suite.targets, *args.pytest_args]
 
 
@@ -293,7 +487,7 @@ KNOWN_CAUSES = (
      "pytest fails the same way here. Set it in the project's pytest configuration "
      "(asyncio_default_fixture_loop_scope = function), or pass it to this run: "
      "`python -m zloop.compat check -- -o asyncio_default_fixture_loop_scope=function` "
-     "(docs/validate.md, \"pytest-asyncio\")"),
+     "(docs/validate.md in zloop's repository: \"pytest-asyncio\")"),
 )
 
 
