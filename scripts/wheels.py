@@ -329,7 +329,8 @@ def metadata():
 def package_files():
     """(archive name, path) of every file the package ships besides the extension."""
     out = []
-    for pattern in ("zloop/*.py", "zloop/*.pyi", "zloop/py.typed", "zloop/compat/*.py"):
+    for pattern in ("zloop/*.py", "zloop/*.pyi", "zloop/py.typed", "zloop/compat/*.py",
+                    "_zloop_pytest.py"):
         for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
             out.append((os.path.relpath(path, ROOT), path))
     return out

@@ -28,7 +28,7 @@ import warnings
 
 import pytest
 
-from _support import loop_modes, mode_factory, no_leaks  # noqa: F401  (no_leaks: autouse)
+from _support import PY, loop_modes, mode_factory, no_leaks  # noqa: F401  (no_leaks: autouse)
 
 pytestmark = pytest.mark.network
 
@@ -218,7 +218,12 @@ async def _after_the_fork(before, b):
     }
 
 
-def test_the_parents_subprocess_outlives_a_child_closing_the_loop(make_loop):
+def test_the_parents_subprocess_outlives_a_child_closing_the_loop(make_loop, request):
+    if PY < (3, 12) and "asyncio" in request.node.callspec.id:
+        # Its close() in the child unregisters the parent's self-pipe from
+        # their shared epoll set, and 3.11's ThreadedChildWatcher reports
+        # the exit through that pipe: the parent may never hear of it.
+        pytest.skip("stock asyncio 3.11's close() in a fork child deafens the parent's self-pipe")
     loop = make_loop()
     try:
 

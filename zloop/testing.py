@@ -63,7 +63,8 @@ from typing import Any, Callable
 
 import pytest
 
-from zloop.compat import children, pytest_options
+import _zloop_pytest as pytest_options
+from zloop.compat import children
 # The swap and the recorder live apart from pytest, for the child processes
 # a test starts (zloop.compat.children); these names are this module's too.
 from zloop.compat.swap import (LOOP_NAMES, RECORDER, LoopRecorder,  # noqa: F401

@@ -10,8 +10,13 @@ load too late to be sure of the wrap). Without this one, a user who gives
 "unrecognized arguments", and one who sets ``zloop_loop`` in pytest.ini
 gets a warning and a run on stock asyncio. With it, both get a usage error
 that says what to add; with ``-p zloop.testing`` (or ``-p no:zloop``) it
-does nothing at all. It imports nothing but pytest (and zloop's package,
-which its name brings).
+does nothing at all.
+
+A top-level module, not part of the ``zloop`` package: pytest imports it
+at every start-up where zloop is installed, and it imports nothing but
+pytest, so that start-up never loads zloop's extension (nor fails where
+that cannot load: a build for another Python, a checkout's unbuilt
+``zloop/`` ahead of the installed one on ``sys.path``).
 """
 
 from __future__ import annotations
