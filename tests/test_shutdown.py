@@ -5,10 +5,12 @@ module global or a reference cycle, and the interpreter frees it at some
 stage of its shutdown: in an atexit handler, while it tears the modules
 down (their globals already None), or in its last garbage collection.
 Stock asyncio's loop then closes itself in ``__del__`` (or is never freed)
-and prints nothing but the ResourceWarning that ``-X dev`` shows. zloop's
-must say the same and close just as completely: each scenario runs in a
-child interpreter on both loops, and their stderr is compared, file names
-and line numbers aside. A marker the loop writes once its close() is done
+and prints nothing but the ResourceWarning that ``-X dev`` shows (where its
+close does not itself fail: 3.13's, in debug mode, during the module
+teardown). zloop's must say what asyncio says of the loop, and nothing
+more, and close completely: each scenario runs in a child interpreter on
+both loops, and their stderr is compared, file names and line numbers
+aside. A marker the loop writes once its close() is done
 tells that the close completed: stock asyncio's close is skipped where
 its ``__del__`` cannot warn any more, zloop's runs whatever the warning
 does.
@@ -99,7 +101,13 @@ def test_an_unclosed_loop_freed_at_exit_closes_as_silently_as_asyncio(stage, fla
     # asyncio's __del__ fails to warn, late in the shutdown, and skips it).
     if CLOSED in stock:
         assert CLOSED in got
-    assert got.replace(CLOSED, "") == stock.replace(CLOSED, "")
+    # It says what asyncio says of the loop, and nothing asyncio does not
+    # (asyncio itself may say more: 3.13's close() in debug mode fails
+    # while the modules are torn down, and leaves its sockets unclosed).
+    said, stock_said = got.replace(CLOSED, "").splitlines(), stock.splitlines()
+    assert [line for line in said if line not in stock_said] == [], (got, stock)
+    loop_warnings = [line for line in stock_said if "unclosed event loop" in line]
+    assert [line for line in said if "unclosed event loop" in line] == loop_warnings, (got, stock)
 
 
 CLOSED = "closed: 1\n"
