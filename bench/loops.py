@@ -134,3 +134,25 @@ def install_policy(name, on_new_loop=None):
 
     asyncio.set_event_loop_policy(BenchPolicy())
     return make_loop
+
+
+def run_child(name, run):
+    """A per-loop child's main: makes a loop of `name`, prints `run(loop)`'s
+    result as one JSON object, closes the loop; the exit status, EXIT_MISSING
+    (saying why on stderr) when the loop is not installed."""
+    import json
+    import sys
+
+    try:
+        make = factory(name)
+    except LoopMissing as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_MISSING
+    loop = make()
+    try:
+        result = run(loop)
+    finally:
+        loop.close()
+    print(json.dumps(result))
+    return 0
+

@@ -273,18 +273,7 @@ def main():
     if args.client:
         client([int(p) for p in args.client.split(",")], args.bursts, args.connections)
         return 0
-    try:
-        factory = loops.factory(args.loop)
-    except loops.LoopMissing as exc:
-        print(str(exc), file=sys.stderr)
-        return loops.EXIT_MISSING
-    loop = factory()
-    try:
-        result = serve(loop, args)
-    finally:
-        loop.close()
-    print(json.dumps(result))
-    return 0
+    return loops.run_child(args.loop, lambda loop: serve(loop, args))
 
 
 if __name__ == "__main__":

@@ -225,19 +225,8 @@ def main():
     parser.add_argument("--case", required=True, choices=CASES)
     parser.add_argument("--posts", type=int, default=1_000_000)
     args = parser.parse_args()
-    try:
-        factory = loops.factory(args.loop)
-    except loops.LoopMissing as exc:
-        print(str(exc), file=sys.stderr)
-        return loops.EXIT_MISSING
-    loop = factory()
-    try:
-        run = {"stalled": case_stalled, "janus": case_janus, "flood": case_flood}[args.case]
-        result = run(loop, args.posts)
-    finally:
-        loop.close()
-    print(json.dumps(result))
-    return 0
+    run = {"stalled": case_stalled, "janus": case_janus, "flood": case_flood}[args.case]
+    return loops.run_child(args.loop, lambda loop: run(loop, args.posts))
 
 
 if __name__ == "__main__":

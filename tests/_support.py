@@ -3,6 +3,7 @@
 import asyncio
 import gc
 import importlib
+import json
 import os
 import re
 import sys
@@ -200,3 +201,37 @@ def mode_factory(mode, monkeypatch):
     else:
         monkeypatch.delenv("ZLOOP_URING_OFF", raising=False)
     return zloop.new_event_loop
+
+
+class ForkedChild:
+    """A child forked to run ``body()`` (a JSON-able report) and exit,
+    never returning into pytest: ``ForkedChild(body)`` forks (from any
+    thread, a running loop's callback included), ``report()`` reaps it and
+    returns (its exit code, its report)."""
+
+    def __init__(self, body):
+        self._r, w = os.pipe()
+        with warnings.catch_warnings():
+            # 3.12+ warns about forking a process that has threads.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.pid = os.fork()
+        if self.pid != 0:
+            os.close(w)
+            return
+        status = 1
+        try:
+            os.close(self._r)
+            os.write(w, json.dumps(body()).encode())
+            status = 0
+        except BaseException as exc:
+            os.write(w, json.dumps({"child error": repr(exc)}).encode())
+        finally:
+            os._exit(status)
+
+    def report(self):
+        chunks = []
+        while chunk := os.read(self._r, 65536):
+            chunks.append(chunk)
+        os.close(self._r)
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status), json.loads(b"".join(chunks) or b"{}")

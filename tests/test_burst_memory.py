@@ -42,6 +42,21 @@ class Flood(asyncio.Protocol):
             kept.append(bytes(1024))
 
 
+async def _flooded(loop, server, port):
+    """CONNECTIONS clients that never read, each served by a Flood: the
+    server's buffers hold what it wrote them."""
+    clients = []
+    for _ in range(CONNECTIONS):
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.setblocking(False)
+        await loop.sock_connect(c, ("127.0.0.1", port))
+        clients.append(c)
+    while server._active_count < CONNECTIONS:  # noqa: SLF001  (asyncio's own count)
+        await asyncio.sleep(0.01)
+    return clients
+
+
 def test_a_burst_of_buffered_writes_is_given_back(loop, loop_name):
     if loop_name != "zloop":
         pytest.skip("asyncio keeps freed write buffers in glibc's heap")
@@ -55,15 +70,7 @@ def test_a_burst_of_buffered_writes_is_given_back(loop, loop_name):
         await asyncio.sleep(0.1)
         before = rss_bytes()
         trims = _zloop._trims()
-        clients = []
-        for _ in range(CONNECTIONS):
-            c = socket.socket()
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            c.setblocking(False)
-            await loop.sock_connect(c, ("127.0.0.1", port))
-            clients.append(c)
-        while server._active_count < CONNECTIONS:  # noqa: SLF001  (asyncio's own count)
-            await asyncio.sleep(0.01)
+        clients = await _flooded(loop, server, port)
         await asyncio.sleep(0.2)
         peak = rss_bytes()
         for c in clients:
@@ -98,15 +105,7 @@ def test_the_trim_waits_for_a_quiet_loop(loop, loop_name):
         server = await loop.create_server(Flood, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         trims = _zloop._trims()
-        clients = []
-        for _ in range(CONNECTIONS):
-            c = socket.socket()
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            c.setblocking(False)
-            await loop.sock_connect(c, ("127.0.0.1", port))
-            clients.append(c)
-        while server._active_count < len(clients):  # noqa: SLF001
-            await asyncio.sleep(0.01)
+        clients = await _flooded(loop, server, port)
         for c in clients:
             c.close()
         # Traffic: a timer every 2 ms for half a second, the buffers freed.

@@ -8,7 +8,6 @@ run a new loop of its own.
 """
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -16,7 +15,7 @@ import warnings
 
 import pytest
 
-from _support import PY
+from _support import PY, ForkedChild
 
 
 def _child_report(loop_factory, parent_loop):
@@ -41,34 +40,11 @@ def _child_report(loop_factory, parent_loop):
 
 def _fork_from_loop(loop, loop_factory, body):
     """Fork inside a running loop; return (child exit status, child's report)."""
-    r, w = os.pipe()
 
     async def main():
-        with warnings.catch_warnings():
-            # 3.12+ warns about forking a process that has threads.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # child: never return into pytest
-            status = 1
-            try:
-                os.close(r)
-                report = body(loop_factory, loop)
-                os.write(w, json.dumps(report).encode())
-                status = 0
-            except BaseException as exc:
-                os.write(w, json.dumps({"child error": repr(exc)}).encode())
-            finally:
-                os._exit(status)
-        return pid
+        return ForkedChild(lambda: body(loop_factory, loop))
 
-    pid = loop.run_until_complete(main())
-    os.close(w)
-    chunks = []
-    while chunk := os.read(r, 65536):
-        chunks.append(chunk)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), json.loads(b"".join(chunks) or b"{}")
+    return loop.run_until_complete(main()).report()
 
 
 def test_child_sees_no_running_loop_and_can_run_its_own(loop, loop_factory):

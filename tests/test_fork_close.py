@@ -19,7 +19,6 @@ own.
 """
 
 import asyncio
-import json
 import os
 import socket
 import sys
@@ -28,7 +27,7 @@ import warnings
 
 import pytest
 
-from _support import PY, loop_modes, mode_factory, no_leaks  # noqa: F401  (no_leaks: autouse)
+from _support import PY, ForkedChild, loop_modes, mode_factory, no_leaks  # noqa: F401  (no_leaks: autouse)
 
 pytestmark = pytest.mark.network
 
@@ -44,43 +43,14 @@ def make_loop(request, monkeypatch):
 
 def _forked(body, *, from_thread):
     """Forks, from this thread or from a new one; the child runs ``body()``
-    (a JSON-able report) and exits without returning into pytest. Returns
-    (the child's exit code, its report)."""
-    r, w = os.pipe()
-
-    def fork():
-        with warnings.catch_warnings():
-            # 3.12+ warns about forking a process that has threads.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid != 0:
-            return pid
-        status = 1
-        try:
-            os.close(r)
-            report = body()
-            os.write(w, json.dumps(report).encode())
-            status = 0
-        except BaseException as exc:
-            os.write(w, json.dumps({"child error": repr(exc)}).encode())
-        finally:
-            os._exit(status)
-
-    if from_thread:
-        pids = []
-        thread = threading.Thread(target=lambda: pids.append(fork()))
-        thread.start()
-        thread.join()
-        pid = pids[0]
-    else:
-        pid = fork()
-    os.close(w)
-    chunks = []
-    while chunk := os.read(r, 65536):
-        chunks.append(chunk)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), json.loads(b"".join(chunks) or b"{}")
+    (a JSON-able report) and exits. Returns (its exit code, its report)."""
+    if not from_thread:
+        return ForkedChild(body).report()
+    children = []
+    thread = threading.Thread(target=lambda: children.append(ForkedChild(body)))
+    thread.start()
+    thread.join()
+    return children[0].report()
 
 
 class _Echo(asyncio.Protocol):
