@@ -165,7 +165,9 @@ fn afterWait(ctx: *anyopaque, events: usize) void {
 /// run_forever/run_until_complete, as on asyncio, where the selector's wait
 /// returns into Python code that runs them first thing (a KeyboardInterrupt
 /// from the default SIGINT handler, pytest-timeout's Failed, a deadline's
-/// exception). Nearly free when none is pending (an atomic load).
+/// exception). About 70 instructions a wait on 3.12 when none is pending
+/// (CPython's main-thread test and its pending flag): what asyncio pays
+/// in the bytecode after its selector returns.
 fn checkSignals(_: *anyopaque) core.RunError!void {
     if (c.PyErr_CheckSignals() < 0) return error.Aborted;
 }
